@@ -1,0 +1,216 @@
+package wire
+
+// Response header offsets.
+const (
+	rspCommand = 4
+	rspSeq     = 8
+	rspAsyncID = 16
+	rspResult  = 24
+	rspFlags   = 28
+	rspAttempt = 30
+	rspPacket  = 32
+	rspCount   = 36
+	// ResponseHeaderSize is the size of a response header in bytes.
+	ResponseHeaderSize = 40
+	// recordMin is a record's fixed part: tag, result, key length, value length.
+	recordMin = 20
+
+	flagHaveMore = 1 << 0
+)
+
+// ResponseHeader holds the header fields of a response for ResponseBuilder.
+type ResponseHeader struct {
+	Command  Command
+	Seq      uint64 // echo of the request's sequence number
+	AsyncID  uint64 // echo of the request's async ID
+	Result   int32  // 0 = success; negative = error code
+	HaveMore bool   // more packets follow for this request
+	Attempt  uint16 // echo of the attempt this packet answers
+	Packet   uint32 // 0-based packet index within the attempt's stream
+}
+
+// ResponseBuilder appends one response frame to a caller's buffer without
+// allocating (beyond growing that buffer). The zero value is ready after
+// Start. A proxy uses it as
+//
+//	var rb wire.ResponseBuilder
+//	rb.Start(buf[:0], hdr)
+//	rb.AddRecord(tag, 0, key, value) // any number of times
+//	frame := rb.Bytes()
+type ResponseBuilder struct {
+	b     []byte
+	start int // offset of this frame's header in b
+	n     uint32
+}
+
+// Start begins a response frame at the end of dst (which may hold earlier
+// frames; they are kept).
+func (rb *ResponseBuilder) Start(dst []byte, h ResponseHeader) {
+	rb.start = len(dst)
+	rb.n = 0
+	dst = append(dst, magic0, magic1, Version, typeResponse)
+	dst = le.AppendUint32(dst, uint32(h.Command))
+	dst = le.AppendUint64(dst, h.Seq)
+	dst = le.AppendUint64(dst, h.AsyncID)
+	dst = le.AppendUint32(dst, uint32(h.Result))
+	var flags byte
+	if h.HaveMore {
+		flags |= flagHaveMore
+	}
+	dst = append(dst, flags, 0)
+	dst = le.AppendUint16(dst, h.Attempt)
+	dst = le.AppendUint32(dst, h.Packet)
+	rb.b = le.AppendUint32(dst, 0)
+}
+
+// AddRecord appends one record: tag is the answered key's index for a batch
+// read, the record's stream position for an index read, 0 otherwise; result
+// is the record's own code (0 = found). key and value are copied. It returns
+// ErrTooLarge, adding nothing, when the frame would exceed MaxFrameSize.
+func (rb *ResponseBuilder) AddRecord(tag uint64, result int32, key, value []byte) error {
+	if len(rb.b)-rb.start+recordMin+len(key)+len(value) > MaxFrameSize {
+		return ErrTooLarge
+	}
+	rb.b = le.AppendUint64(rb.b, tag)
+	rb.b = le.AppendUint32(rb.b, uint32(result))
+	rb.b = appendBytes(rb.b, key)
+	rb.b = appendBytes(rb.b, value)
+	rb.n++
+	le.PutUint32(rb.b[rb.start+rspCount:], rb.n)
+	return nil
+}
+
+// Len returns the size in bytes of the frame being built.
+func (rb *ResponseBuilder) Len() int { return len(rb.b) - rb.start }
+
+// Records returns the number of records added since Start.
+func (rb *ResponseBuilder) Records() int { return int(rb.n) }
+
+// Bytes returns the buffer passed to Start extended by the frame. The
+// builder keeps no other reference that outlives the next Start.
+func (rb *ResponseBuilder) Bytes() []byte { return rb.b }
+
+// Frame returns only the frame being built (a view into Bytes).
+func (rb *ResponseBuilder) Frame() []byte { return rb.b[rb.start:] }
+
+// AppendResponse appends a response with no records (an error answer, or
+// an empty last packet) to dst.
+func AppendResponse(dst []byte, h ResponseHeader) []byte {
+	var rb ResponseBuilder
+	rb.Start(dst, h)
+	return rb.b
+}
+
+// Response is a read-only view of a checked response frame. It points into
+// the frame passed to ParseResponse and is valid while those bytes are
+// unchanged. The zero Response is not valid; obtain one from ParseResponse.
+type Response struct {
+	b []byte
+}
+
+// ParseResponse checks frame as a response (header, every record's lengths,
+// no trailing bytes) and returns a view over it, copying nothing. Errors:
+// ErrShortFrame, ErrBadMagic, ErrBadVersion, ErrFrameType, ErrCountRange (a
+// record count the frame cannot hold), ErrTrailingBytes, ErrTooLarge.
+func ParseResponse(frame []byte) (Response, error) {
+	if err := checkHeader(frame, typeResponse, ResponseHeaderSize); err != nil {
+		return Response{}, err
+	}
+	n := le.Uint32(frame[rspCount:])
+	if uint64(n)*recordMin > uint64(len(frame)-ResponseHeaderSize) {
+		return Response{}, ErrCountRange
+	}
+	off := ResponseHeaderSize
+	var err error
+	for i := uint32(0); i < n; i++ {
+		if len(frame)-off < recordMin {
+			return Response{}, ErrShortFrame
+		}
+		if off, err = consumeBytes(frame, off+12); err != nil {
+			return Response{}, err
+		}
+		if off, err = consumeBytes(frame, off); err != nil {
+			return Response{}, err
+		}
+	}
+	if off != len(frame) {
+		return Response{}, ErrTrailingBytes
+	}
+	return Response{b: frame}, nil
+}
+
+// Frame returns the whole frame the view was parsed from.
+func (r Response) Frame() []byte { return r.b }
+
+// Command returns the echoed command.
+func (r Response) Command() Command { return Command(le.Uint32(r.b[rspCommand:])) }
+
+// Seq returns the echoed sequence number.
+func (r Response) Seq() uint64 { return le.Uint64(r.b[rspSeq:]) }
+
+// AsyncID returns the echoed async ID.
+func (r Response) AsyncID() uint64 { return le.Uint64(r.b[rspAsyncID:]) }
+
+// Result returns the result code: 0 for success, negative for an error.
+func (r Response) Result() int32 { return int32(le.Uint32(r.b[rspResult:])) }
+
+// HaveMore reports whether more packets follow for this request.
+func (r Response) HaveMore() bool { return r.b[rspFlags]&flagHaveMore != 0 }
+
+// Attempt returns the attempt number this packet answers.
+func (r Response) Attempt() uint16 { return le.Uint16(r.b[rspAttempt:]) }
+
+// Packet returns the packet's index within its attempt's stream.
+func (r Response) Packet() uint32 { return le.Uint32(r.b[rspPacket:]) }
+
+// RecordCount returns the number of records in the packet.
+func (r Response) RecordCount() int { return int(le.Uint32(r.b[rspCount:])) }
+
+// Records returns an iterator over the packet's records. It allocates
+// nothing.
+func (r Response) Records() RecordIter {
+	return RecordIter{b: r.b, off: ResponseHeaderSize, left: le.Uint32(r.b[rspCount:])}
+}
+
+// Record is one record of a response: views into the frame.
+type Record struct {
+	// Tag is the answered key's index (batch reads), the record's stream
+	// position (index reads), or 0.
+	Tag uint64
+	// Result is the record's own code (0 = found).
+	Result int32
+	// Key and Value are views into the frame.
+	Key, Value []byte
+}
+
+// RecordIter iterates over the records of a checked response.
+type RecordIter struct {
+	b    []byte
+	off  int
+	left uint32
+}
+
+// Next returns the next record, or ok == false after the last one.
+func (it *RecordIter) Next() (rec Record, ok bool) {
+	if it.left == 0 {
+		return Record{}, false
+	}
+	it.left--
+	// The frame was checked by ParseResponse; slicing once keeps the bounds
+	// checks to a few.
+	b := it.b[it.off:]
+	kn := le.Uint32(b[12:16])
+	b2 := b[16+kn:]
+	vn := le.Uint32(b2[:4])
+	rec = Record{
+		Tag:    le.Uint64(b[:8]),
+		Result: int32(le.Uint32(b[8:12])),
+		Key:    b[16 : 16+kn : 16+kn],
+		Value:  b2[4 : 4+vn : 4+vn],
+	}
+	it.off += 20 + int(kn) + int(vn)
+	return rec, true
+}
+
+// Len returns the number of records Next has yet to return.
+func (it *RecordIter) Len() int { return int(it.left) }
