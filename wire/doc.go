@@ -57,7 +57,10 @@
 //	30     2     attempt number (echo: which attempt this packet answers)
 //	32     4     packet index (uint32; 0-based within one attempt's stream)
 //	36     4     record count n (uint32)
-//	40     ...   n records, each:
+//	40     8     cursor (uint64): index reads: the stream position just after
+//	             this packet, where a resumed read would start; an empty last
+//	             packet so tells where the stream ends. 0 for other reads.
+//	48     ...   n records, each:
 //	  8 tag (uint64): batch reads: the key index it answers; index reads: the
 //	    record's position in the part key's stream; otherwise 0
 //	  4 record result code (int32; e.g. not found for one key of a batch)

@@ -99,7 +99,7 @@ func FuzzParseResponse(f *testing.F) {
 		}
 		var rb ResponseBuilder
 		rb.Start(nil, ResponseHeader{Command: r.Command(), Seq: r.Seq(), AsyncID: r.AsyncID(), Result: r.Result(),
-			HaveMore: r.HaveMore(), Attempt: r.Attempt(), Packet: r.Packet()})
+			HaveMore: r.HaveMore(), Attempt: r.Attempt(), Packet: r.Packet(), Cursor: r.Cursor()})
 		for it := r.Records(); ; {
 			rec, ok := it.Next()
 			if !ok {

@@ -10,8 +10,9 @@ const (
 	rspAttempt = 30
 	rspPacket  = 32
 	rspCount   = 36
+	rspCursor  = 40
 	// ResponseHeaderSize is the size of a response header in bytes.
-	ResponseHeaderSize = 40
+	ResponseHeaderSize = 48
 	// recordMin is a record's fixed part: tag, result, key length, value length.
 	recordMin = 20
 
@@ -27,6 +28,9 @@ type ResponseHeader struct {
 	HaveMore bool   // more packets follow for this request
 	Attempt  uint16 // echo of the attempt this packet answers
 	Packet   uint32 // 0-based packet index within the attempt's stream
+	// Cursor is, for index reads, the stream position just after this
+	// packet's records (the position to resume from); 0 for other reads.
+	Cursor uint64
 }
 
 // ResponseBuilder appends one response frame to a caller's buffer without
@@ -60,7 +64,8 @@ func (rb *ResponseBuilder) Start(dst []byte, h ResponseHeader) {
 	dst = append(dst, flags, 0)
 	dst = le.AppendUint16(dst, h.Attempt)
 	dst = le.AppendUint32(dst, h.Packet)
-	rb.b = le.AppendUint32(dst, 0)
+	dst = le.AppendUint32(dst, 0)
+	rb.b = le.AppendUint64(dst, h.Cursor)
 }
 
 // AddRecord appends one record: tag is the answered key's index for a batch
@@ -162,6 +167,11 @@ func (r Response) Attempt() uint16 { return le.Uint16(r.b[rspAttempt:]) }
 
 // Packet returns the packet's index within its attempt's stream.
 func (r Response) Packet() uint32 { return le.Uint32(r.b[rspPacket:]) }
+
+// Cursor returns, for index reads, the stream position just after this
+// packet's records: with HaveMore unset it is the stream's end. 0 for other
+// reads.
+func (r Response) Cursor() uint64 { return le.Uint64(r.b[rspCursor:]) }
 
 // RecordCount returns the number of records in the packet.
 func (r Response) RecordCount() int { return int(le.Uint32(r.b[rspCount:])) }

@@ -62,7 +62,7 @@ func TestRequestLayout(t *testing.T) {
 
 func TestResponseLayout(t *testing.T) {
 	var rb ResponseBuilder
-	rb.Start(nil, ResponseHeader{Command: CmdBatchGet, Seq: 2, AsyncID: 3, Result: -1, HaveMore: true, Attempt: 4, Packet: 5})
+	rb.Start(nil, ResponseHeader{Command: CmdBatchGet, Seq: 2, AsyncID: 3, Result: -1, HaveMore: true, Attempt: 4, Packet: 5, Cursor: 6})
 	if err := rb.AddRecord(9, -2, []byte("k"), []byte("vv")); err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +76,7 @@ func TestResponseLayout(t *testing.T) {
 		4, 0, // attempt
 		5, 0, 0, 0, // packet
 		1, 0, 0, 0, // count
+		6, 0, 0, 0, 0, 0, 0, 0, // cursor
 		9, 0, 0, 0, 0, 0, 0, 0, // tag
 		0xfe, 0xff, 0xff, 0xff, // record result -2
 		1, 0, 0, 0, 'k',
@@ -257,7 +258,7 @@ func TestParseRequestErrors(t *testing.T) {
 }
 
 func TestResponseRoundTrip(t *testing.T) {
-	h := ResponseHeader{Command: CmdGetByPartKey, Seq: 99, AsyncID: 1234, Result: 0, HaveMore: true, Attempt: 2, Packet: 3}
+	h := ResponseHeader{Command: CmdGetByPartKey, Seq: 99, AsyncID: 1234, Result: 0, HaveMore: true, Attempt: 2, Packet: 3, Cursor: 110}
 	var rb ResponseBuilder
 	rb.Start([]byte("keep"), h)
 	for i := 0; i < 10; i++ {
@@ -273,7 +274,7 @@ func TestResponseRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Command() != h.Command || r.Seq() != h.Seq || r.AsyncID() != h.AsyncID || r.Result() != h.Result ||
-		r.HaveMore() != h.HaveMore || r.Attempt() != h.Attempt || r.Packet() != h.Packet || r.RecordCount() != 10 {
+		r.HaveMore() != h.HaveMore || r.Attempt() != h.Attempt || r.Packet() != h.Packet || r.Cursor() != h.Cursor || r.RecordCount() != 10 {
 		t.Fatalf("header mismatch")
 	}
 	it := r.Records()
