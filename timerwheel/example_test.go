@@ -1,0 +1,70 @@
+package timerwheel_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/readretry/readretry/timerwheel"
+)
+
+// A poller keeps one deadline per in-flight read: it schedules the first
+// when the read is sent, re-sends and schedules the next from inside the
+// fire callback, cancels when the answer comes, and advances the wheel
+// with its own clock. With a 3 s budget and 2 retries, x = 500 ms and the
+// attempts go out at 0, 500 ms and 1.5 s, giving up at 3 s (SPEC R6).
+func Example() {
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, err := timerwheel.New(time.Millisecond, start, 500_000)
+	if err != nil {
+		panic(err)
+	}
+	const x = 500 * time.Millisecond
+	type read struct {
+		sent    time.Time
+		segment int // k of the segment running, 1..3
+		timer   timerwheel.Handle
+	}
+	reads := map[uint64]*read{}
+	now := start
+
+	fire := func(id uint64) {
+		r := reads[id]
+		if r.segment == 3 {
+			fmt.Printf("%v: read %d gives up\n", now.Sub(r.sent), id)
+			delete(reads, id)
+			return
+		}
+		r.segment++
+		fmt.Printf("%v: read %d re-sent\n", now.Sub(r.sent), id)
+		// Segment k lasts k·x from now.
+		r.timer, err = w.Schedule(now.Add(time.Duration(r.segment)*x), id)
+		if err != nil {
+			panic(err)
+		}
+	}
+
+	for id := uint64(1); id <= 2; id++ {
+		r := &read{sent: now, segment: 1}
+		if r.timer, err = w.Schedule(now.Add(x), id); err != nil {
+			panic(err)
+		}
+		reads[id] = r
+		now = now.Add(time.Millisecond)
+	}
+	for now.Before(start.Add(4 * time.Second)) {
+		now = now.Add(time.Millisecond)
+		w.Advance(now, fire)
+		if now.Sub(start) == 700*time.Millisecond {
+			fmt.Println("700ms: read 2 answered, cancelled:", w.Cancel(reads[2].timer))
+			delete(reads, 2)
+		}
+	}
+	fmt.Println("pending:", w.Len())
+	// Output:
+	// 500ms: read 1 re-sent
+	// 500ms: read 2 re-sent
+	// 700ms: read 2 answered, cancelled: true
+	// 1.5s: read 1 re-sent
+	// 3s: read 1 gives up
+	// pending: 0
+}
