@@ -1,0 +1,5 @@
+//go:build !race
+
+package ctxtable
+
+const raceEnabled = false

@@ -1,0 +1,711 @@
+package ctxtable
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+)
+
+func mustNew[M any](t testing.TB, cfg Config) *Table[M] {
+	t.Helper()
+	tab, err := New[M](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
+func TestNewRejectsPointers(t *testing.T) {
+	type inner struct {
+		A [2]uint64
+		P *int
+	}
+	type fine struct {
+		A  [3]uint32
+		B  struct{ X, Y int64 }
+		C  [0]*int // zero-length: holds no pointer
+		F  float64
+		Cx complex128
+	}
+	check := func(name string, err error, wantPointers bool) {
+		t.Helper()
+		if got := errors.Is(err, ErrMetaPointers); got != wantPointers {
+			t.Errorf("%s: err %v, want ErrMetaPointers=%v", name, err, wantPointers)
+		}
+	}
+	_, err := New[*int](Config{})
+	check("*int", err, true)
+	_, err = New[string](Config{})
+	check("string", err, true)
+	_, err = New[[]byte](Config{})
+	check("[]byte", err, true)
+	_, err = New[map[int]int](Config{})
+	check("map", err, true)
+	_, err = New[chan int](Config{})
+	check("chan", err, true)
+	_, err = New[func()](Config{})
+	check("func", err, true)
+	_, err = New[any](Config{})
+	check("interface", err, true)
+	_, err = New[unsafe.Pointer](Config{})
+	check("unsafe.Pointer", err, true)
+	_, err = New[[4]inner](Config{})
+	check("[4]inner", err, true)
+	if err != nil && err.Error() == ErrMetaPointers.Error() {
+		t.Errorf("error %q does not say where the pointer is", err)
+	}
+	_, err = New[fine](Config{})
+	check("fine", err, false)
+	_, err = New[struct{}](Config{})
+	check("struct{}", err, false)
+	_, err = New[uint64](Config{})
+	check("uint64", err, false)
+}
+
+func TestNewConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{Shards: -1}, {Shards: 3}, {Shards: 12}, {Shards: MaxShards * 2},
+		{Cap: MaxCap + 1}, {Placement: 7},
+	} {
+		if _, err := New[uint64](cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v): err %v, want ErrConfig", cfg, err)
+		}
+	}
+	tab := mustNew[uint64](t, Config{})
+	if tab.Cap() != DefaultCap || tab.Shards() != DefaultShards() {
+		t.Errorf("zero Config: cap %d shards %d, want %d, %d", tab.Cap(), tab.Shards(), DefaultCap, DefaultShards())
+	}
+	if s := DefaultShards(); s < 4 || s&(s-1) != 0 || s < 2*runtime.GOMAXPROCS(0) {
+		t.Errorf("DefaultShards() = %d", s)
+	}
+	tab = mustNew[uint64](t, Config{Cap: -5, Shards: 1})
+	if tab.Cap() != DefaultCap || tab.Shards() != 1 {
+		t.Errorf("Cap -5: cap %d shards %d", tab.Cap(), tab.Shards())
+	}
+	if err := tab.SetCap(MaxCap + 1); !errors.Is(err, ErrConfig) || tab.Cap() != DefaultCap {
+		t.Errorf("SetCap(MaxCap+1): err %v cap %d", err, tab.Cap())
+	}
+	if err := tab.SetCap(0); err != nil || tab.Cap() != DefaultCap {
+		t.Errorf("SetCap(0): err %v cap %d", err, tab.Cap())
+	}
+}
+
+func TestInsertErrorsChangeNothing(t *testing.T) {
+	tab := mustNew[testMeta](t, Config{Cap: 10, Shards: 2})
+	if _, err := tab.Insert(1, testMeta{Seq: 1}, []byte("frame"), []byte("user"), -1); !errors.Is(err, ErrSize) {
+		t.Fatalf("negative scratch: err %v", err)
+	}
+	if tab.Len() != 0 {
+		t.Fatalf("Len %d after failed insert", tab.Len())
+	}
+	if _, err := tab.Insert(1, testMeta{Seq: 1}, []byte("frame"), []byte("user"), 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tab.Insert(1, testMeta{Seq: 99}, []byte("other"), nil, 0); !errors.Is(err, ErrExists) {
+		t.Fatalf("duplicate: err %v", err)
+	}
+	r, ok := tab.Lookup(1)
+	if !ok || r.Meta().Seq != 1 || string(r.Frame()) != "frame" || string(r.UserBuf()) != "user" || len(r.Scratch()) != 3 {
+		t.Fatalf("duplicate insert changed the context: %+v %q %q", *r.Meta(), r.Frame(), r.UserBuf())
+	}
+	if tab.Len() != 1 {
+		t.Fatalf("Len %d", tab.Len())
+	}
+}
+
+// TestErrFullExactlyAtCap: SPEC R2. A lone goroutine fills exactly Cap
+// contexts whatever the shard count, gets ErrFull on the next, and room
+// again after a Delete; SetCap applies to new inserts and drops nothing.
+func TestErrFullExactlyAtCap(t *testing.T) {
+	for _, shards := range []int{1, 8, 64} {
+		for _, capacity := range []int{1, 7, 1000, 20_000} {
+			t.Run(fmt.Sprintf("shards=%d/cap=%d", shards, capacity), func(t *testing.T) {
+				tab := mustNew[uint64](t, Config{Cap: capacity, Shards: shards})
+				for s := range uint64(capacity) {
+					if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
+						t.Fatalf("insert %d of cap %d: %v", s, capacity, err)
+					}
+				}
+				if _, err := tab.Insert(1<<50, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
+					t.Fatalf("insert past cap: err %v", err)
+				}
+				if tab.Len() != capacity {
+					t.Fatalf("Len %d", tab.Len())
+				}
+				// Free one slot in some shard, refill it from another.
+				if !tab.Delete(uint64(capacity) / 2) {
+					t.Fatal("delete missed")
+				}
+				if _, err := tab.Insert(1<<50+3, 0, nil, nil, 0); err != nil {
+					t.Fatalf("insert after delete: %v", err)
+				}
+				if _, err := tab.Insert(1<<50+4, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
+					t.Fatalf("insert past cap again: err %v", err)
+				}
+				// Lower the cap: nothing dropped, no insert until below it.
+				low := max(capacity/2, 1)
+				if err := tab.SetCap(low); err != nil {
+					t.Fatal(err)
+				}
+				if tab.Len() != capacity {
+					t.Fatalf("SetCap dropped contexts: Len %d", tab.Len())
+				}
+				deleted := 0
+				tab.Range(func(seq uint64, _ Ref[uint64]) bool {
+					if tab.Len() < low {
+						return false
+					}
+					if _, err := tab.Insert(1<<51+seq, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
+						t.Fatalf("insert with Len %d over cap %d: err %v", tab.Len(), low, err)
+					}
+					tab.Delete(seq)
+					deleted++
+					return true
+				})
+				if tab.Len() != low-1 {
+					t.Fatalf("Len %d after deleting down, want %d", tab.Len(), low-1)
+				}
+				if _, err := tab.Insert(1<<52, 0, nil, nil, 0); err != nil {
+					t.Fatalf("insert below lowered cap: %v", err)
+				}
+				if _, err := tab.Insert(1<<52+1, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
+					t.Fatalf("insert at lowered cap: err %v", err)
+				}
+				// Raise it again.
+				if err := tab.SetCap(low + 2); err != nil {
+					t.Fatal(err)
+				}
+				for i := range uint64(2) {
+					if _, err := tab.Insert(1<<53+i, 0, nil, nil, 0); err != nil {
+						t.Fatalf("insert under raised cap: %v", err)
+					}
+				}
+				if _, err := tab.Insert(1<<53+2, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
+					t.Fatalf("insert at raised cap: err %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestErrFullConcurrent: many goroutines race to fill the table; exactly
+// Cap inserts succeed.
+func TestErrFullConcurrent(t *testing.T) {
+	const capacity, workers = 5000, 8
+	tab := mustNew[uint64](t, Config{Cap: capacity, Shards: 16})
+	var ok, full atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range uint64(capacity) {
+				_, err := tab.Insert(k*workers+uint64(w), 0, nil, nil, 0)
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, ErrFull):
+					full.Add(1)
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != capacity || tab.Len() != capacity {
+		t.Fatalf("%d inserts succeeded, Len %d, cap %d", ok.Load(), tab.Len(), capacity)
+	}
+	if full.Load() != capacity*(workers-1) {
+		t.Fatalf("%d ErrFull, want %d", full.Load(), capacity*(workers-1))
+	}
+}
+
+// TestCollisions: sequence numbers that share a home cell (and, under
+// PlaceCounter, pile up until the shard spreads) never see each other's
+// context.
+func TestCollisions(t *testing.T) {
+	for _, place := range []Placement{PlaceCounter, PlaceHashed} {
+		tab := mustNew[testMeta](t, Config{Cap: 4000, Shards: 1, Placement: place})
+		n := tab.shards[0].keys.ring.n
+		// Under PlaceCounter with one shard, seq and seq+k·n share a ring
+		// cell, so all but one go to the overflow index.
+		var seqs []uint64
+		for k := range uint64(40) {
+			seqs = append(seqs, 5+k*n)
+		}
+		// Under PlaceHashed, find numbers whose probe keys share a home.
+		if place == PlaceHashed {
+			seqs = seqs[:0]
+			over := &tab.shards[0].keys.over
+			want := over.home(tab.overKey(5, mix(5)))
+			for s := uint64(5); len(seqs) < 40; s++ {
+				if over.home(tab.overKey(s, mix(s))) == want {
+					seqs = append(seqs, s)
+				}
+			}
+		}
+		inserted := map[uint64]bool{}
+		for i, s := range seqs {
+			inserted[s] = true
+			if _, err := tab.Insert(s, testMeta{Seq: s}, payloadFor(s, 1, 20+i), nil, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func() {
+			t.Helper()
+			for i, s := range seqs {
+				r, ok := tab.Lookup(s)
+				if s == 0 {
+					if ok {
+						t.Fatal("deleted context found")
+					}
+					continue
+				}
+				if !ok || r.Meta().Seq != s || len(r.Frame()) != 20+i || r.Frame()[0] != payloadFor(s, 1, 1)[0] {
+					t.Fatalf("place %d: seq %d: wrong context", place, s)
+				}
+				// A neighbour that was never inserted is not found.
+				if _, ok := tab.Lookup(s + 1); ok && !inserted[s+1] {
+					t.Fatalf("seq %d found, never inserted", s+1)
+				}
+			}
+		}
+		check()
+		// Remove every third (backward shift moves the others).
+		for i := 0; i < len(seqs); i += 3 {
+			if !tab.Delete(seqs[i]) {
+				t.Fatalf("delete %d", seqs[i])
+			}
+			seqs[i] = 0
+		}
+		check()
+		if st := tab.Stats(); st.MaxProbe >= len(seqs)+1 {
+			t.Fatalf("probe %d for %d colliding keys", st.MaxProbe, len(seqs))
+		}
+	}
+}
+
+// TestIndexSameProbeKey drives the index directly with many sequence numbers
+// sharing one probe key: Robin Hood placement and backward-shift deletion
+// keep every one findable, and no tombstone survives.
+func TestIndexSameProbeKey(t *testing.T) {
+	var ix index
+	ix.init(257)
+	const p = 0xdeadbeef
+	live := map[uint64]bool{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	ops := 20_000
+	if raceEnabled {
+		ops = 3000
+	}
+	for op := range ops {
+		s := rng.Uint64N(150)
+		if live[s] {
+			i := ix.find(s, p)
+			if i < 0 {
+				t.Fatalf("op %d: %d lost", op, s)
+			}
+			ix.removeAt(uint64(i))
+			delete(live, s)
+		} else if ix.count < ix.growAt {
+			pos, dist, found := ix.findOrPlace(s, p)
+			if found {
+				t.Fatalf("op %d: %d found before insert", op, s)
+			}
+			ix.place(pos, dist, s, uint32(s)+1)
+			live[s] = true
+		}
+		for q := range uint64(150) {
+			i := ix.find(q, p)
+			if (i >= 0) != live[q] || (i >= 0 && ix.cells[i].slot != uint32(q)+1) {
+				t.Fatalf("op %d: find(%d) = %d, live %v", op, q, i, live[q])
+			}
+		}
+	}
+	// Cells in use = live entries: nothing else occupies a cell.
+	used := 0
+	for _, e := range ix.cells {
+		if e.slot != 0 {
+			used++
+		}
+	}
+	if used != len(live) || ix.count != len(live) {
+		t.Fatalf("%d cells used, count %d, %d live", used, ix.count, len(live))
+	}
+}
+
+func TestHomeIsMod(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{65, 131, 1001, 79385, 1<<20 + 1, 1<<31 - 1} {
+		var ix index
+		ix.n = uint64(n)
+		ix.magic = ^uint64(0)/ix.n + 1
+		for _, p := range []uint32{0, 1, uint32(n - 1), uint32(n), 1<<32 - 1} {
+			if got := ix.home(p); got != uint64(p)%uint64(n) {
+				t.Fatalf("home(%d) mod %d = %d", p, n, got)
+			}
+		}
+		for range 10_000 {
+			p := rng.Uint32()
+			if got := ix.home(p); got != uint64(p)%uint64(n) {
+				t.Fatalf("home(%d) mod %d = %d", p, n, got)
+			}
+		}
+	}
+}
+
+func TestSizeClasses(t *testing.T) {
+	for n := 1; n <= maxClassSize; n++ {
+		k := classOf[(n+7)>>3]
+		if classSizes[k] < uint32(n) || (k > 1 && classSizes[k-1] >= uint32(n)) {
+			t.Fatalf("payload %d: class %d (%d bytes)", n, k, classSizes[k])
+		}
+		if waste := float64(classSizes[k]-uint32(n)) / float64(n); n > 256 && waste > 0.125 {
+			t.Fatalf("payload %d wastes %.1f%%", n, waste*100)
+		}
+	}
+}
+
+// TestRandomDisplacement: random keys at the index's highest load (7/8,
+// where it grows) keep Robin Hood displacements short.
+func TestRandomDisplacement(t *testing.T) {
+	n := 1<<20 + 1
+	if raceEnabled {
+		n = 1<<16 + 1
+	}
+	var ix index
+	ix.init(n)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for ix.count < ix.growAt {
+		s := rng.Uint64()
+		pos, dist, found := ix.findOrPlace(s, uint32(s>>32))
+		if !found {
+			ix.place(pos, dist, s, 1)
+		}
+	}
+	t.Logf("random keys, %d cells at load 7/8: max displacement %d", n, ix.maxDist)
+	if ix.maxDist >= 128 {
+		t.Fatalf("max displacement %d", ix.maxDist)
+	}
+}
+
+// TestStragglers: two counters whose live ranges overlap in the rings, and
+// contexts that outlive many laps of the ring, go to the overflow index;
+// lookups stay exact and probes short, and everything drains.
+func TestStragglers(t *testing.T) {
+	tab := mustNew[uint64](t, Config{Cap: 100_000, Shards: 4})
+	var seqs []uint64
+	for k := range uint64(40_000) {
+		s := (k&1)<<40 | k>>1
+		if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, s)
+	}
+	// A FIFO stream with every 100th context kept for 20 laps of the ring.
+	next := uint64(1 << 50)
+	var window, kept []uint64
+	for range 400_000 {
+		if _, err := tab.Insert(next, next, nil, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		window = append(window, next)
+		next++
+		if len(window) > 2000 {
+			s := window[0]
+			window = window[1:]
+			if s%100 == 0 {
+				kept = append(kept, s)
+				continue
+			}
+			if !tab.Delete(s) {
+				t.Fatalf("delete %d", s)
+			}
+		}
+	}
+	st := tab.Stats()
+	t.Logf("two counters + stragglers: %+v", st)
+	if st.Overflow == 0 || st.MaxProbe >= 128 {
+		t.Fatalf("overflow %d, max probe %d", st.Overflow, st.MaxProbe)
+	}
+	for _, list := range [][]uint64{seqs, window, kept} {
+		for _, s := range list {
+			if r, ok := tab.Lookup(s); !ok || *r.Meta() != s {
+				t.Fatalf("%d lost", s)
+			}
+		}
+		for _, s := range list {
+			if !tab.Delete(s) {
+				t.Fatalf("delete %d", s)
+			}
+		}
+	}
+	if st := tab.Stats(); st.Len != 0 || st.Overflow != 0 || tab.Len() != 0 {
+		t.Fatalf("not empty: %+v", st)
+	}
+}
+
+// TestRefStable: a Ref keeps pointing at the same memory while other
+// contexts come and go and the shard's index grows, shrinks and spreads.
+func TestRefStable(t *testing.T) {
+	tab := mustNew[testMeta](t, Config{Cap: 50_000, Shards: 1})
+	r, err := tab.Insert(7, testMeta{Seq: 7}, []byte("frame-7"), []byte("user-7"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, frame := r.Meta(), &r.Frame()[0]
+	meta.Retries = 3
+	r.Scratch()[2] = 9
+	for round := range 3 {
+		for k := range uint64(20_000) {
+			s := 1000 + k*uint64(1+round*4096) // round 2: strided, spreads
+			if _, err := tab.Insert(s, testMeta{Seq: s}, payloadFor(s, 0, 100), nil, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k := range uint64(20_000) {
+			tab.Delete(1000 + k*uint64(1+round*4096))
+		}
+		got, ok := tab.Lookup(7)
+		if !ok || got.Meta() != meta || &got.Frame()[0] != frame {
+			t.Fatalf("round %d: context moved", round)
+		}
+		if got.Meta().Retries != 3 || got.Scratch()[2] != 9 || string(got.Frame()) != "frame-7" || string(got.UserBuf()) != "user-7" {
+			t.Fatalf("round %d: context changed", round)
+		}
+	}
+	if st := tab.Stats(); st.IndexCells > 1000 {
+		t.Fatalf("index did not shrink back: %d cells", st.IndexCells)
+	}
+}
+
+// TestBuffersReturned: every payload block handed out comes back to its
+// slab on Delete, chunks go back to the Go heap, and large payloads are
+// counted.
+func TestBuffersReturned(t *testing.T) {
+	tab := mustNew[testMeta](t, Config{Cap: 20_000, Shards: 4})
+	rng := rand.New(rand.NewPCG(7, 8))
+	large := 0
+	for s := range uint64(20_000) {
+		n := rng.IntN(600)
+		if s%500 == 0 {
+			n = 9000
+			large++
+		}
+		if _, err := tab.Insert(s, testMeta{Seq: s}, payloadFor(s, 0, n), []byte("u"), int(s%3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := tab.Stats()
+	if st.PayloadBlocks != 20_000-large || st.LargeInUse != large || st.LargeAllocs != uint64(large) {
+		t.Fatalf("full: %+v", st)
+	}
+	for s := range uint64(20_000) {
+		if !tab.Delete(s) {
+			t.Fatalf("delete %d", s)
+		}
+	}
+	st = tab.Stats()
+	if st.Len != 0 || st.PayloadBlocks != 0 || st.LargeInUse != 0 || st.PayloadAllocs != st.PayloadFrees || st.PayloadAllocs != uint64(20_000-large) {
+		t.Fatalf("empty: %+v", st)
+	}
+	// At most one spare chunk per slab is kept.
+	classes := 0
+	for i := range tab.shards {
+		for _, bc := range tab.shards[i].classes {
+			if bc != nil {
+				classes++
+			}
+		}
+	}
+	if st.PayloadChunks > classes || st.MetaChunks > len(tab.shards) {
+		t.Fatalf("chunks kept: %d payload (%d classes), %d meta", st.PayloadChunks, classes, st.MetaChunks)
+	}
+}
+
+// TestRangeAndPanic: Range visits every context once, lets fn delete, and a
+// panic in fn leaves no shard locked.
+func TestRangeAndPanic(t *testing.T) {
+	tab := mustNew[uint64](t, Config{Cap: 10_000, Shards: 8})
+	for s := range uint64(5000) {
+		if _, err := tab.Insert(s, s*2, nil, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		n := 0
+		tab.Range(func(uint64, Ref[uint64]) bool {
+			if n++; n == 77 {
+				panic("callback")
+			}
+			return true
+		})
+	}()
+	seen := make([]bool, 5000)
+	tab.Range(func(seq uint64, r Ref[uint64]) bool {
+		if seen[seq] || *r.Meta() != seq*2 {
+			t.Fatalf("seq %d: seen %v meta %d", seq, seen[seq], *r.Meta())
+		}
+		seen[seq] = true
+		if seq%2 == 0 {
+			tab.Delete(seq)
+		}
+		return true
+	})
+	for s, ok := range seen {
+		if !ok {
+			t.Fatalf("%d not visited", s)
+		}
+	}
+	if tab.Len() != 2500 {
+		t.Fatalf("Len %d", tab.Len())
+	}
+	stopped := 0
+	tab.Range(func(uint64, Ref[uint64]) bool { stopped++; return stopped < 10 })
+	if stopped != 10 {
+		t.Fatalf("Range went on after false: %d", stopped)
+	}
+}
+
+// TestConcurrentSendersPoller is the engine's pattern: senders insert, one
+// poller looks each context up, updates it in place and deletes it. Every
+// context is delivered exactly once with its own payload (SPEC R12).
+func TestConcurrentSendersPoller(t *testing.T) {
+	senders, per := 6, 20_000
+	if raceEnabled {
+		per = 3000
+	}
+	tab := mustNew[testMeta](t, Config{Cap: 4096, Shards: 8})
+	var seq atomic.Uint64
+	sent := make(chan uint64, 1024)
+	var wg sync.WaitGroup
+	var fulls atomic.Int64
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				s := seq.Add(1)
+				_, err := tab.Insert(s, testMeta{Seq: s}, payloadFor(s, 1, int(s%200)), payloadFor(s, 2, 8), 2)
+				switch {
+				case errors.Is(err, ErrFull):
+					fulls.Add(1) // sent without a context: nothing to deliver
+					continue
+				case err != nil:
+					t.Error(err)
+					return
+				}
+				sent <- s
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(sent) }()
+	delivered := 0
+	for s := range sent {
+		r, ok := tab.Lookup(s)
+		if !ok {
+			t.Fatalf("context %d missing", s)
+		}
+		m := r.Meta()
+		if m.Seq != s || len(r.Frame()) != int(s%200) || string(r.UserBuf()) != string(payloadFor(s, 2, 8)) {
+			t.Fatalf("context %d: wrong content", s)
+		}
+		m.Retries++
+		r.Scratch()[0] = 1
+		if !tab.Delete(s) {
+			t.Fatalf("delete %d", s)
+		}
+		if tab.Delete(s) {
+			t.Fatalf("second delete of %d", s)
+		}
+		delivered++
+	}
+	if delivered+int(fulls.Load()) != senders*per || tab.Len() != 0 {
+		t.Fatalf("delivered %d + full %d, want %d; Len %d", delivered, fulls.Load(), senders*per, tab.Len())
+	}
+}
+
+// TestConcurrentMixed hammers all methods from several goroutines; each
+// goroutine owns its sequence numbers, so it can check what it reads.
+func TestConcurrentMixed(t *testing.T) {
+	workers, ops := 4, 30_000
+	if raceEnabled {
+		ops = 5000
+	}
+	tab := mustNew[testMeta](t, Config{Cap: 2000, Shards: 4})
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { // SetCap, Len, Stats and Range alongside
+		defer bg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = tab.SetCap(1000 + i%1500)
+			_ = tab.Len()
+			_ = tab.Stats()
+			tab.Range(func(seq uint64, r Ref[testMeta]) bool { return seq%7 != 0 })
+			runtime.Gosched()
+		}
+	}()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			live := map[uint64]bool{}
+			for range ops {
+				s := uint64(w) + uint64(workers)*rng.Uint64N(600)
+				if live[s] {
+					r, ok := tab.Lookup(s)
+					if !ok || r.Meta().Seq != s || len(r.Frame()) != int(s%50) {
+						t.Errorf("worker %d: %d wrong or missing", w, s)
+						return
+					}
+					r.Meta().Retries++
+					if rng.IntN(2) == 0 {
+						if !tab.Delete(s) {
+							t.Errorf("worker %d: delete %d", w, s)
+							return
+						}
+						delete(live, s)
+					}
+					continue
+				}
+				_, err := tab.Insert(s, testMeta{Seq: s}, payloadFor(s, 0, int(s%50)), nil, 0)
+				switch {
+				case err == nil:
+					live[s] = true
+				case !errors.Is(err, ErrFull):
+					t.Errorf("worker %d: insert %d: %v", w, s, err)
+					return
+				}
+			}
+			for s := range live {
+				tab.Delete(s)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	if tab.Len() != 0 {
+		t.Fatalf("Len %d", tab.Len())
+	}
+}
