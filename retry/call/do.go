@@ -1,0 +1,407 @@
+package call
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/readretry/readretry/retry/backoff"
+)
+
+// Do calls fn until it returns nil or the policy says stop (SPEC M1), and
+// returns nil or the error that ended the call:
+//   - the context is done before the first attempt: ctx.Err(), and fn never
+//     runs;
+//   - the last attempt's error is not retryable ([Policy.Retryable]), the
+//     attempts or the total timeout are used up, or the budget refuses the
+//     retry: that error, unchanged;
+//   - the context ends between attempts, or its deadline would pass before
+//     the next attempt could start: a [*ContextError] that wraps both the
+//     context's error and the last attempt's error, so errors.Is works for
+//     both. Do never sleeps past the deadline and never starts an attempt
+//     after the context is done (SPEC B7).
+//
+// fn gets ctx itself for the first attempt and, for retries, a context
+// derived from ctx that carries the attempt number ([Attempt], [Inject]);
+// with per-attempt RPC timeouts ([WithSettings]) every attempt's context also
+// carries the attempt's deadline, and is cancelled when fn returns. p nil
+// means the defaults. When the first attempt succeeds and the policy has no
+// per-attempt or total timeout, Do allocates nothing; each call that retries
+// allocates one small object, whatever the number of attempts, plus what
+// per-attempt timeouts cost (context.WithTimeout).
+func Do(ctx context.Context, p *Policy, fn func(context.Context) error) error {
+	if p == nil {
+		p = defaultPolicy
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.budget != nil {
+		p.budget.Request()
+	}
+	if p.timed {
+		return doTimed(ctx, p, fn)
+	}
+	err := fn(ctx)
+	if err == nil {
+		return nil
+	}
+	return doRetry(ctx, p, fn, err)
+}
+
+func doTimed(ctx context.Context, p *Policy, fn func(context.Context) error) error {
+	var r runner
+	err := fn(r.begin(ctx, p))
+	r.end()
+	if err == nil {
+		return nil
+	}
+	return r.loop(fn, err)
+}
+
+func doRetry(ctx context.Context, p *Policy, fn func(context.Context) error, err error) error {
+	var r runner
+	r.resume(ctx, p)
+	return r.loop(fn, err)
+}
+
+func (r *runner) loop(fn func(context.Context) error, err error) error {
+	for {
+		actx, stop := r.next(err)
+		if stop != nil {
+			return stop
+		}
+		err = fn(actx)
+		r.end()
+		if err == nil {
+			return nil
+		}
+	}
+}
+
+// DoValue is [Do] for a function that returns a value (SPEC M1). It returns
+// the value and error of the last attempt, with the error replaced as Do
+// describes; if the context is done before the first attempt it returns the
+// zero value and ctx.Err().
+func DoValue[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error)) (T, error) {
+	if p == nil {
+		p = defaultPolicy
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	if p.budget != nil {
+		p.budget.Request()
+	}
+	if p.timed {
+		return valueTimed(ctx, p, fn)
+	}
+	v, err := fn(ctx)
+	if err == nil {
+		return v, nil
+	}
+	return valueRetry(ctx, p, fn, v, err)
+}
+
+func valueTimed[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error)) (T, error) {
+	var r runner
+	v, err := fn(r.begin(ctx, p))
+	r.end()
+	if err == nil {
+		return v, nil
+	}
+	return valueLoop(&r, fn, v, err)
+}
+
+func valueRetry[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), v T, err error) (T, error) {
+	var r runner
+	r.resume(ctx, p)
+	return valueLoop(&r, fn, v, err)
+}
+
+func valueLoop[T any](r *runner, fn func(context.Context) (T, error), v T, err error) (T, error) {
+	for {
+		actx, stop := r.next(err)
+		if stop != nil {
+			return v, stop
+		}
+		v, err = fn(actx)
+		r.end()
+		if err == nil {
+			return v, nil
+		}
+	}
+}
+
+// Wrap returns fn decorated with policy p (SPEC M1): the typed, reflection-
+// free form of seed 001's decorator, for any function of the shape
+// func(context.Context, Req) (Resp, error). The returned function behaves as
+// [DoValue] over fn(ctx, req) and allocates nothing per call when the first
+// attempt succeeds (Wrap itself allocates the closure once). p nil means the
+// defaults; p is fixed when Wrap is called.
+func Wrap[Req, Resp any](p *Policy, fn func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
+	p = orDefault(p)
+	return func(ctx context.Context, req Req) (Resp, error) {
+		if err := ctx.Err(); err != nil {
+			var zero Resp
+			return zero, err
+		}
+		if p.budget != nil {
+			p.budget.Request()
+		}
+		if p.timed {
+			return wrapTimed(ctx, p, fn, req)
+		}
+		resp, err := fn(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		return wrapRetry(ctx, p, fn, req, resp, err)
+	}
+}
+
+func wrapTimed[Req, Resp any](ctx context.Context, p *Policy, fn func(context.Context, Req) (Resp, error), req Req) (Resp, error) {
+	var r runner
+	resp, err := fn(r.begin(ctx, p), req)
+	r.end()
+	if err == nil {
+		return resp, nil
+	}
+	return wrapLoop(&r, fn, req, resp, err)
+}
+
+func wrapRetry[Req, Resp any](ctx context.Context, p *Policy, fn func(context.Context, Req) (Resp, error), req Req, resp Resp, err error) (Resp, error) {
+	var r runner
+	r.resume(ctx, p)
+	return wrapLoop(&r, fn, req, resp, err)
+}
+
+func wrapLoop[Req, Resp any](r *runner, fn func(context.Context, Req) (Resp, error), req Req, resp Resp, err error) (Resp, error) {
+	for {
+		actx, stop := r.next(err)
+		if stop != nil {
+			return resp, stop
+		}
+		resp, err = fn(actx, req)
+		r.end()
+		if err == nil {
+			return resp, nil
+		}
+	}
+}
+
+// ContextError is returned when a call stops because its context ended
+// between attempts (SPEC B7). It wraps both errors: errors.Is(err,
+// context.DeadlineExceeded) and errors.Is(err, lastAttemptErr) both hold.
+type ContextError struct {
+	// Err is the context's error, or context.DeadlineExceeded when the
+	// deadline would have passed before the next attempt could start (the
+	// call returned at once instead of sleeping into it).
+	Err error
+	// Last is the error of the last attempt made.
+	Last error
+	// Attempts is the number of attempts made.
+	Attempts int
+}
+
+func (e *ContextError) Error() string {
+	s := "call: " + e.Err.Error() + " after " + strconv.Itoa(e.Attempts) + " attempt"
+	if e.Attempts != 1 {
+		s += "s"
+	}
+	if e.Last != nil {
+		s += ", last error: " + e.Last.Error()
+	}
+	return s
+}
+
+// Unwrap returns the context's error and the last attempt's error.
+func (e *ContextError) Unwrap() []error { return []error{e.Err, e.Last} }
+
+// runner is the state of one call past its first attempt: the iterator over
+// the policy's schedule, the attempt context, the running attempt's timeout.
+// It lives on the caller's stack.
+type runner struct {
+	p      *Policy
+	ctx    context.Context // the caller's
+	it     backoff.Iterator
+	t0     time.Time // start of the call, if p.clock
+	made   int       // attempts made
+	actx   *attemptCtx
+	cancel context.CancelFunc // the running attempt's timeout
+}
+
+// begin sets r up for a timed policy and returns the first attempt's context.
+func (r *runner) begin(ctx context.Context, p *Policy) context.Context {
+	r.p, r.ctx, r.it, r.made = p, ctx, p.iter, 1
+	if p.clock {
+		r.t0 = time.Now()
+	}
+	a, _ := r.it.Next(0)
+	if a.RPCTimeout > 0 {
+		var actx context.Context
+		actx, r.cancel = context.WithTimeout(ctx, a.RPCTimeout)
+		return actx
+	}
+	return ctx
+}
+
+// resume sets r up after an untimed first attempt that ran without it.
+func (r *runner) resume(ctx context.Context, p *Policy) {
+	r.p, r.ctx, r.it, r.made = p, ctx, p.iter, 1
+	r.it.Next(0)
+}
+
+// end releases the finished attempt's timeout.
+func (r *runner) end() {
+	if r.cancel != nil {
+		r.cancel()
+		r.cancel = nil
+	}
+}
+
+// next decides whether the attempt that failed with err is retried. If it
+// is, next waits the delay and returns the next attempt's context; if not,
+// it returns the error the call ends with.
+func (r *runner) next(err error) (context.Context, error) {
+	wait, timeout, stop := r.plan(err)
+	if stop != nil {
+		return nil, stop
+	}
+	return r.proceed(err, wait, timeout)
+}
+
+// plan decides whether the attempt that failed with err is retried, in this
+// order: the caller's context (B7), the policy's judgement of the error (B2,
+// B5, B6, G4), the attempt bound and total timeout (B3, G2), the server's
+// Retry-After, the context's deadline against the wait (B7), the budget
+// (B4). It returns the wait and the next attempt's RPC timeout, or the error
+// to end the call with. A budget grant is held from here on; proceed
+// releases it if the retry is not sent.
+func (r *runner) plan(err error) (wait, timeout time.Duration, stop error) {
+	p := r.p
+	if cerr := r.ctx.Err(); cerr != nil {
+		return 0, 0, r.contextError(cerr, err)
+	}
+	if !p.Retryable(r.ctx, err) {
+		return 0, 0, err
+	}
+	var elapsed time.Duration
+	if p.clock {
+		elapsed = time.Since(r.t0)
+	}
+	a, ok := r.it.Next(elapsed)
+	if !ok {
+		return 0, 0, err
+	}
+	wait, timeout = a.Delay, a.RPCTimeout
+	if ra, ok := retryAfterOf(err); ok && p.maxRetryAfter > 0 {
+		if ra = min(ra, p.maxRetryAfter); ra > wait {
+			wait = ra
+			if total := p.iter.Settings.TotalTimeout; total > 0 {
+				start := elapsed + wait
+				if start >= total {
+					return 0, 0, err
+				}
+				if left := total - start; timeout == 0 || timeout > left {
+					timeout = left
+				}
+			}
+		}
+	}
+	if deadline, ok := r.ctx.Deadline(); ok && time.Until(deadline) <= wait {
+		return 0, 0, r.contextError(context.DeadlineExceeded, err)
+	}
+	if p.budget != nil && !p.budget.TryRetry() {
+		return 0, 0, err
+	}
+	return wait, timeout, nil
+}
+
+// proceed sleeps wait and returns the next attempt's context, or a
+// *ContextError if the caller's context ends first (releasing the budget's
+// grant, since the retry was never sent).
+func (r *runner) proceed(last error, wait, timeout time.Duration) (context.Context, error) {
+	if cerr := r.sleep(wait); cerr != nil {
+		if r.p.budget != nil {
+			r.p.budget.Release()
+		}
+		return nil, r.contextError(cerr, last)
+	}
+	if r.actx == nil {
+		r.actx = &attemptCtx{Context: r.ctx}
+	}
+	r.made++
+	r.actx.n.Store(int32(r.made))
+	if timeout > 0 {
+		var actx context.Context
+		actx, r.cancel = context.WithTimeout(r.actx, timeout)
+		return actx, nil
+	}
+	return r.actx, nil
+}
+
+func (r *runner) contextError(cerr, last error) error {
+	return &ContextError{Err: cerr, Last: last, Attempts: r.made}
+}
+
+// sleep waits d or until the caller's context is done, and returns the
+// context's error if it is done by then.
+func (r *runner) sleep(d time.Duration) error {
+	if r.p.sleep != nil {
+		return r.p.sleep(r.ctx, d)
+	}
+	return sleepCtx(r.ctx, d)
+}
+
+// timers holds stopped or fired timers for reuse: a retry sleeps without
+// allocating a timer (Go 1.23+ timers: after Stop or a receive, Reset leaves
+// no stale tick in the channel).
+var timers sync.Pool
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	done := ctx.Done()
+	if done == nil {
+		// A context that can never end: the goroutine's own sleep timer,
+		// no channel, no pool.
+		time.Sleep(d)
+		return nil
+	}
+	t, _ := timers.Get().(*time.Timer)
+	if t == nil {
+		t = time.NewTimer(d)
+	} else {
+		t.Reset(d)
+	}
+	select {
+	case <-t.C:
+	case <-done:
+		t.Stop()
+	}
+	timers.Put(t)
+	// Checked after the timer too: never start an attempt after the
+	// context is done, even if both happened at once.
+	return ctx.Err()
+}
+
+// RetryAfter is implemented by errors that carry the server's requested
+// wait before a retry, such as [*StatusError] for an HTTP Retry-After. The
+// call waits at least that long (capped by [WithMaxRetryAfter]).
+type RetryAfter interface {
+	error
+	RetryAfter() time.Duration
+}
+
+func retryAfterOf(err error) (time.Duration, bool) {
+	ra, ok := as[RetryAfter](err)
+	if !ok {
+		return 0, false
+	}
+	d := ra.RetryAfter()
+	return d, d > 0
+}
