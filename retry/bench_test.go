@@ -1,0 +1,157 @@
+package retry_test
+
+import (
+	"log/slog"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/retry/retrytest"
+	"github.com/readretry/readretry/wire"
+)
+
+var (
+	sinkU64 uint64
+	quiet   = slog.New(slog.DiscardHandler)
+)
+
+// benchClient is a client whose proxies answer at once from retrytest.Data.
+func benchClient(b *testing.B, retryOn bool, perPacket int) *retry.Client {
+	b.Helper()
+	tr := retrytest.NewTransport()
+	px := hostProxies("a", "b", "c")
+	for _, p := range px {
+		tr.SetHandler(p, retrytest.Serve(retrytest.Data{StreamLen: 100}, perPacket))
+	}
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.ApplyRoute(testZone, px, seedConf); err != nil {
+		b.Fatal(err)
+	}
+	if retryOn {
+		_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second)
+	}
+	return c
+}
+
+// drain polls until the request's final result and returns the records seen.
+func drain(b *testing.B, c *retry.Client) int {
+	n := 0
+	for {
+		rsp, ok := c.RecvResponse()
+		if !ok {
+			b.Fatal("no final response")
+		}
+		n += rsp.RecordCount()
+		sinkU64 += rsp.AsyncID()
+		if !rsp.HaveMore() {
+			return n
+		}
+	}
+}
+
+// BenchmarkSimpleRead: one simple read, Send to answer, through the
+// in-memory transport, with read retry on (a context per read) and off.
+// Target: 0 allocs/op both; on ≤ 1.3× off (SPEC §5).
+func BenchmarkSimpleRead(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "retry=off"
+		if on {
+			name = "retry=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := benchClient(b, on, 0)
+			req := retry.Request{Command: wire.CmdGet, Table: "players", Key: []byte("user:123456"), UserBuffer: make([]byte, 32)}
+			b.ReportAllocs()
+			for b.Loop() {
+				req.AsyncID++
+				if _, err := c.Send(testZone, &req); err != nil {
+					b.Fatal(err)
+				}
+				if drain(b, c) != 1 {
+					b.Fatal("no record")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkComplexRead: a 100-key batch answered in packets of 10, read
+// retry on: every packet goes through the answered-keys bitset.
+func BenchmarkComplexRead(b *testing.B) {
+	c := benchClient(b, true, 10)
+	req := retry.Request{Command: wire.CmdBatchGet, Table: "players", Keys: batchKeys(100), UserBuffer: make([]byte, 32)}
+	b.ReportAllocs()
+	for b.Loop() {
+		req.AsyncID++
+		if _, err := c.Send(testZone, &req); err != nil {
+			b.Fatal(err)
+		}
+		if drain(b, c) != 100 {
+			b.Fatal("records missing")
+		}
+	}
+}
+
+// BenchmarkInFlight500k holds 500,000 simple reads in flight in one zone
+// (silent proxies) and reports the footprint per context: bytes of heap
+// beyond the frame and user buffer each holds, and heap objects (SPEC R15,
+// §5). One op fills the zone and drops it.
+func BenchmarkInFlight500k(b *testing.B) {
+	const n = 500_000
+	tr := retrytest.NewTransport()
+	px := hostProxies("a", "b", "c")
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.ApplyRoute(testZone, px, seedConf); err != nil {
+		b.Fatal(err)
+	}
+	_ = c.SetReadRetryTimeout(time.Hour, time.Hour)
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = []byte("user:" + strconv.Itoa(1_000_000+i))
+	}
+	user := make([]byte, 32)
+	var frameBytes int
+	{
+		f, _ := wire.AppendKeyRequest(nil, wire.RequestHeader{Command: wire.CmdGet, AppID: 2, ZoneID: 3}, keys[0])
+		frameBytes = len(f)
+	}
+	var before, after runtime.MemStats
+	var perCtx, objs float64
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		req := retry.Request{Command: wire.CmdGet, UserBuffer: user}
+		for i := 0; i < n; i++ {
+			req.Key, req.AsyncID = keys[i], uint64(i)
+			if _, err := c.Send(testZone, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if st, _ := c.Stats(testZone); st.Contexts != n || st.CapHits != 0 {
+			b.Fatalf("contexts %d cap hits %d", st.Contexts, st.CapHits)
+		}
+		perCtx = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n - float64(frameBytes+len(user))
+		objs = float64(int64(after.HeapObjects)-int64(before.HeapObjects)) / n
+		_ = c.Close()
+		c, _ = retry.New(retry.Config{Transport: tr, Logger: quiet})
+		_ = c.ApplyRoute(testZone, px, seedConf)
+		_ = c.SetReadRetryTimeout(time.Hour, time.Hour)
+		b.StartTimer()
+	}
+	b.ReportMetric(perCtx, "overhead-bytes/ctx")
+	b.ReportMetric(objs, "heapobj/ctx")
+	b.ReportMetric(float64(frameBytes+len(user)), "payload-bytes/ctx")
+}

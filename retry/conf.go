@@ -1,0 +1,203 @@
+package retry
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/readretry/readretry/wire"
+)
+
+// Defaults of the directory's read retry configuration (SPEC R5, seed 000 §5).
+const (
+	// DefaultMaxRetries is ReadRetryMaxCnt when the key is left out: two
+	// re-sends, so at most three packets per request.
+	DefaultMaxRetries = 2
+	// MaxMaxRetries is the largest ReadRetryMaxCnt; larger values are clamped
+	// to it with a warning.
+	MaxMaxRetries = 8
+	// ResultProxySwiftTimeout is PROXY_ERR_SWIFT_TIMEOUT (-7953), the default
+	// ReadRetryErrorCode: the proxy timed out talking to the storage layer.
+	ResultProxySwiftTimeout int32 = -7953
+
+	confPrefix = "conf://"
+)
+
+// Errors of the conf:// parsers.
+var (
+	// ErrMalformedConf wraps every reason a conf:// element is rejected; the
+	// zone then keeps its previous configuration (SPEC R5).
+	ErrMalformedConf = errors.New("retry: malformed conf:// element")
+)
+
+// Conf is a zone's read retry configuration as the directory server sends it
+// in a conf:// element (SPEC R5). The zero Conf turns read retry off.
+type Conf struct {
+	// Cmds are the commands that may be retried: only the eight read
+	// commands of SPEC R4, in the order given, without duplicates.
+	Cmds []uint32
+	// ErrorCodes are the result codes that trigger an immediate re-send
+	// (SPEC R8).
+	ErrorCodes []int32
+	// MaxRetries is the number of re-sends per request, not counting the
+	// first send: 0..MaxMaxRetries; 0 turns retry off for the zone.
+	MaxRetries int
+}
+
+// DefaultConf returns the configuration a present but empty conf://
+// element means: the eight read commands, error code -7953, two retries.
+func DefaultConf() Conf {
+	c := Conf{ErrorCodes: []int32{ResultProxySwiftTimeout}, MaxRetries: DefaultMaxRetries}
+	for _, cmd := range wire.ReadCommands {
+		c.Cmds = append(c.Cmds, uint32(cmd))
+	}
+	return c
+}
+
+// Enabled reports whether the configuration retries anything: at least one
+// command and MaxRetries > 0 (SPEC R3).
+func (c Conf) Enabled() bool { return c.MaxRetries > 0 && len(c.Cmds) > 0 }
+
+// HasCmd reports whether cmd is in Cmds.
+func (c Conf) HasCmd(cmd uint32) bool { return slices.Contains(c.Cmds, cmd) }
+
+// IsRetryCode reports whether result is in ErrorCodes.
+func (c Conf) IsRetryCode(result int32) bool { return slices.Contains(c.ErrorCodes, result) }
+
+// String renders c in the directory's syntax (a conf:// element), for logs.
+func (c Conf) String() string {
+	var b strings.Builder
+	b.WriteString(confPrefix + "ReadRetryCmd=")
+	for i, v := range c.Cmds {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(strconv.FormatUint(uint64(v), 10))
+	}
+	b.WriteString("&ReadRetryErrorCode=")
+	for i, v := range c.ErrorCodes {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(strconv.FormatInt(int64(v), 10))
+	}
+	b.WriteString("&ReadRetryMaxCnt=")
+	b.WriteString(strconv.Itoa(c.MaxRetries))
+	return b.String()
+}
+
+// ParseConf parses one conf:// element of a CollectUrlList, such as
+// "conf://ReadRetryCmd=7|103&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=2"
+// (SPEC R5). Keys are separated by '&', values by '|'. A key left out takes
+// its default; unknown keys are ignored; empty pieces (a trailing '&' or '|')
+// are skipped. "ReadRetryCmd=" (empty) or "ReadRetryMaxCnt=0" turn retry off.
+// Commands other than the eight reads are dropped: writes are never retried
+// (SPEC R3). A ReadRetryMaxCnt above 8 is clamped to 8 (Client logs the
+// warning). Errors wrap ErrMalformedConf: no conf:// prefix, a piece without
+// '=', a value that is not a number of the right range, a negative
+// ReadRetryMaxCnt.
+func ParseConf(element string) (Conf, error) {
+	c, _, err := parseConf(element)
+	return c, err
+}
+
+// parseConf is ParseConf that also returns the ReadRetryMaxCnt given before
+// clamping, so that the client can log the warning SPEC R5 asks for.
+func parseConf(element string) (c Conf, rawMax int, err error) {
+	element = strings.TrimSpace(element)
+	body, ok := strings.CutPrefix(element, confPrefix)
+	if !ok {
+		return Conf{}, 0, fmt.Errorf("%w: %q does not start with %s", ErrMalformedConf, element, confPrefix)
+	}
+	c = DefaultConf()
+	rawMax = c.MaxRetries
+	for piece := range strings.SplitSeq(body, "&") {
+		piece = strings.TrimSpace(piece)
+		if piece == "" {
+			continue
+		}
+		key, val, ok := strings.Cut(piece, "=")
+		if !ok {
+			return Conf{}, 0, fmt.Errorf("%w: %q has no '='", ErrMalformedConf, piece)
+		}
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		switch key {
+		case "ReadRetryCmd":
+			c.Cmds = c.Cmds[:0]
+			for item := range strings.SplitSeq(val, "|") {
+				if item = strings.TrimSpace(item); item == "" {
+					continue
+				}
+				v, err := strconv.ParseUint(item, 10, 32)
+				if err != nil {
+					return Conf{}, 0, fmt.Errorf("%w: ReadRetryCmd value %q: %v", ErrMalformedConf, item, err)
+				}
+				if wire.Command(v).IsRead() && !slices.Contains(c.Cmds, uint32(v)) {
+					c.Cmds = append(c.Cmds, uint32(v))
+				}
+			}
+		case "ReadRetryErrorCode":
+			c.ErrorCodes = c.ErrorCodes[:0]
+			for item := range strings.SplitSeq(val, "|") {
+				if item = strings.TrimSpace(item); item == "" {
+					continue
+				}
+				v, err := strconv.ParseInt(item, 10, 32)
+				if err != nil {
+					return Conf{}, 0, fmt.Errorf("%w: ReadRetryErrorCode value %q: %v", ErrMalformedConf, item, err)
+				}
+				if !slices.Contains(c.ErrorCodes, int32(v)) {
+					c.ErrorCodes = append(c.ErrorCodes, int32(v))
+				}
+			}
+		case "ReadRetryMaxCnt":
+			v, err := strconv.ParseInt(val, 10, 32)
+			if err != nil {
+				return Conf{}, 0, fmt.Errorf("%w: ReadRetryMaxCnt value %q: %v", ErrMalformedConf, val, err)
+			}
+			if v < 0 {
+				return Conf{}, 0, fmt.Errorf("%w: ReadRetryMaxCnt %d is negative", ErrMalformedConf, v)
+			}
+			rawMax = int(v)
+			c.MaxRetries = min(int(v), MaxMaxRetries)
+		}
+	}
+	if len(c.Cmds) == 0 {
+		c.Cmds = nil
+	}
+	if len(c.ErrorCodes) == 0 {
+		c.ErrorCodes = nil
+	}
+	return c, rawMax, nil
+}
+
+// ConfFromCollectURLList finds the conf:// element of a CollectUrlList
+// (elements separated by ';', e.g. "tcp://10.0.0.1:9000;conf://...") and
+// parses it (SPEC R5). found is false when the list has no conf:// element:
+// an old directory server, whose zones keep their configuration. Errors wrap
+// ErrMalformedConf: a malformed element, or more than one conf:// element.
+func ConfFromCollectURLList(list string) (c Conf, found bool, err error) {
+	c, _, found, err = confFromList(list)
+	return c, found, err
+}
+
+func confFromList(list string) (c Conf, rawMax int, found bool, err error) {
+	var elem string
+	for e := range strings.SplitSeq(list, ";") {
+		e = strings.TrimSpace(e)
+		if !strings.HasPrefix(e, confPrefix) {
+			continue
+		}
+		if found {
+			return Conf{}, 0, true, fmt.Errorf("%w: more than one conf:// element in the list", ErrMalformedConf)
+		}
+		elem, found = e, true
+	}
+	if !found {
+		return Conf{}, 0, false, nil
+	}
+	c, rawMax, err = parseConf(elem)
+	return c, rawMax, true, err
+}

@@ -1,0 +1,52 @@
+package retry_test
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/retry/retrytest"
+	"github.com/readretry/readretry/wire"
+)
+
+// The seed's usage, in Go: apply a route carrying the directory's conf://
+// element, turn read retry on, send, and poll. Proxy b answers; proxy a is
+// silent, so the read is quietly re-sent to b after x = 500 ms.
+func Example() {
+	tr := retrytest.NewTransport()
+	a := retry.Proxy{Host: "10.0.0.1", Port: 9000}
+	b := retry.Proxy{Host: "10.0.0.2", Port: 9000}
+	tr.SetHandler(b, retrytest.Serve(retrytest.Data{}, 0))
+
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c, _ := retry.New(retry.Config{
+		Transport: tr,
+		Logger:    slog.New(slog.DiscardHandler),
+		Clock:     func() time.Time { return now },
+	})
+	zone := retry.Zone{AppID: 2, ZoneID: 3}
+	_ = c.ApplyRoute(zone, []retry.Proxy{a, b},
+		"tcp://10.0.0.9:9000;conf://ReadRetryCmd=7|103|15&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=2")
+	_ = c.SetReadRetryTimeout(3000*time.Millisecond, 6000*time.Millisecond)
+
+	fmt.Println("schedule:", retry.SimpleDeadlines(3000*time.Millisecond, 2))
+	seq, _ := c.Send(zone, &retry.Request{Command: wire.CmdGet, Table: "players", Key: []byte("alice"),
+		AsyncID: 42, UserBuffer: []byte("my context")})
+
+	for i := 0; i < 10; i++ {
+		now = now.Add(100 * time.Millisecond)
+		rsp, ok := c.RecvResponse()
+		if !ok {
+			continue
+		}
+		it := rsp.Records()
+		rec, _ := it.Next()
+		fmt.Printf("t=%v seq ok=%v async=%d user=%q result=%d attempts=%d value=%s\n",
+			now.Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), rsp.Seq() == seq, rsp.AsyncID(),
+			rsp.UserBuffer(), rsp.Result(), rsp.Attempts(), rec.Value)
+	}
+	// Output:
+	// schedule: [500ms 1.5s 3s]
+	// t=500ms seq ok=true async=42 user="my context" result=0 attempts=2 value=value-of-alice
+}

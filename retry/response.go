@@ -1,0 +1,94 @@
+package retry
+
+import "github.com/readretry/readretry/wire"
+
+// Response is one response handed to the caller by RecvResponse: a packet
+// from a proxy, or a result the engine made (ResultReadRetryTimeout,
+// ResultWaitRspTimeout). It is a view: it, its user buffer and its records
+// point into the client's and the transport's memory and are valid only
+// until the next call to RecvResponse (or Close) on that client. Copy what
+// must outlive that.
+type Response struct {
+	zone     Zone
+	seq      uint64
+	asyncID  uint64
+	cmd      wire.Command
+	result   int32
+	haveMore bool
+	attempts int
+	userBuf  []byte
+	pkt      wire.Response
+	hasPkt   bool
+	keep     []bool // nil: every record of pkt; else keep[i] says whether record i is delivered
+	nrec     int
+}
+
+// Zone returns the zone the request was sent to.
+func (r *Response) Zone() Zone { return r.zone }
+
+// Seq returns the request's sequence number, as Send returned it.
+func (r *Response) Seq() uint64 { return r.seq }
+
+// AsyncID returns the caller's async ID, as given to Send (SPEC R9, R12).
+func (r *Response) AsyncID() uint64 { return r.asyncID }
+
+// Command returns the request's command.
+func (r *Response) Command() wire.Command { return r.cmd }
+
+// Result returns the result code: ResultOK, the proxy's code, or one the
+// engine made: ResultReadRetryTimeout (SPEC R9) or ResultWaitRspTimeout.
+func (r *Response) Result() int32 { return r.result }
+
+// HaveMore reports whether more responses follow for this request. Exactly
+// one response per request has it unset: the final result (SPEC R12). For a
+// complex read with read retry the engine sets it from what has been
+// accepted (every key answered, or the stream's end reached in order), not
+// from the packet, since re-sent attempts end their own streams.
+func (r *Response) HaveMore() bool { return r.haveMore }
+
+// Attempts returns how many packets the request has sent so far: 1 plus the
+// re-sends (SPEC R6).
+func (r *Response) Attempts() int { return r.attempts }
+
+// UserBuffer returns the request's user buffer, byte for byte as given to
+// Send (SPEC R9, R12). A view, valid until the next RecvResponse.
+func (r *Response) UserBuffer() []byte { return r.userBuf }
+
+// RecordCount returns the number of records this response delivers: for a
+// complex read with read retry, only the records not delivered before
+// (SPEC R11).
+func (r *Response) RecordCount() int { return r.nrec }
+
+// Records returns an iterator over the records this response delivers, in
+// packet order: batch reads name each record's key by its index in the
+// request (Record.Tag); index reads deliver records in stream order with
+// their positions. It allocates nothing.
+func (r *Response) Records() RecordIter {
+	if !r.hasPkt {
+		return RecordIter{}
+	}
+	return RecordIter{it: r.pkt.Records(), keep: r.keep}
+}
+
+// RecordIter iterates over a Response's records.
+type RecordIter struct {
+	it   wire.RecordIter
+	keep []bool
+	i    int
+}
+
+// Next returns the next delivered record, or ok == false after the last.
+// The record's Key and Value are views valid until the next RecvResponse.
+func (it *RecordIter) Next() (rec wire.Record, ok bool) {
+	for {
+		rec, ok = it.it.Next()
+		if !ok {
+			return rec, false
+		}
+		i := it.i
+		it.i++
+		if it.keep == nil || (i < len(it.keep) && it.keep[i]) {
+			return rec, true
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package retry
+
+import "errors"
+
+// Result codes a Response can carry besides the proxy's own. The values are
+// the seed SDK's (TcapErrCode), so an SDK built on this package can pass
+// them through unchanged.
+const (
+	// ResultOK is success.
+	ResultOK int32 = 0
+	// ResultReadRetryTimeout is API_ERR_READ_RETRY_TIMEOUT (-19219): a read
+	// with read retry on got no good answer before its last segment ended
+	// (SPEC R9). The response still carries the request's async ID, sequence
+	// number and user buffer.
+	ResultReadRetryTimeout int32 = -19219
+	// ResultWaitRspTimeout is API_ERR_WAIT_RSP_TIMEOUT (-16659): a request
+	// without a read retry context (a write, a read with retry off or over
+	// the cap) got no final answer within Config.WaitTimeout. It is distinct
+	// from ResultReadRetryTimeout so that callers can tell the two apart
+	// (SPEC R9).
+	ResultWaitRspTimeout int32 = -16659
+	// ResultNoProxy is API_ERR_PROXY_CONNECT_FAILED (-18195): no proxy of
+	// the zone is available. Send reports it as ErrNoProxy (which carries
+	// this code) and keeps nothing.
+	ResultNoProxy int32 = -18195
+)
+
+// Errors returned by Client methods. Each is a sentinel for errors.Is; a
+// call that returns one has changed nothing.
+var (
+	// ErrNoProxy: Send found no available proxy in the zone (every proxy
+	// down, or the route empty). Its Code is ResultNoProxy.
+	ErrNoProxy = &Error{Code: ResultNoProxy, msg: "retry: no proxy available in the zone"}
+	// ErrUnknownZone: Send or Stats for a zone no route was applied to.
+	ErrUnknownZone = errors.New("retry: unknown zone")
+	// ErrTooManyRequests: the zone already tracks Config.MaxWaitingPerZone
+	// requests without a read retry context plus its context cap; the
+	// request is not sent (back-pressure instead of unbounded memory).
+	ErrTooManyRequests = errors.New("retry: too many requests in flight in the zone")
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("retry: client closed")
+	// ErrBadRequest wraps what is wrong with a Request passed to Send (its
+	// command, its keys, its size); the wire error is wrapped too.
+	ErrBadRequest = errors.New("retry: bad request")
+	// ErrBadConfig wraps what is wrong with a Config, a budget or a route.
+	ErrBadConfig = errors.New("retry: bad configuration")
+)
+
+// Error is an error that carries one of the seed's result codes, for SDKs
+// that report codes rather than Go errors. Use errors.As to get it.
+type Error struct {
+	Code int32 // the seed SDK's result code, e.g. ResultNoProxy
+	msg  string
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.msg }

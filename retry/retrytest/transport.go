@@ -1,0 +1,294 @@
+// Package retrytest provides an in-memory retry.Transport with
+// programmable proxies, for testing code built on package retry without a
+// network, and a deterministic dataset that answers every read command so
+// that results can be checked.
+//
+// Every proxy has a Handler, called synchronously inside Send with the
+// parsed request: it may answer at once (Reply), keep the request for the
+// test to answer later (Transport.Sent with logging on, then Deliver), or
+// do nothing (a silent proxy: the request is lost). Answers wait in one
+// inbox, in order, until the client's RecvResponse reads them. The
+// transport allocates nothing per frame at steady state, so that the
+// engine's benchmarks measure the engine.
+package retrytest
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/wire"
+)
+
+// ErrUnknownProxy is returned by Send for a proxy that was never opened.
+var ErrUnknownProxy = errors.New("retrytest: unknown proxy")
+
+// Handler plays one proxy: it gets each request sent to it, already parsed
+// (a view valid during the call), and may answer through r. A nil Handler
+// is a silent proxy.
+type Handler func(req wire.Request, r *Replier)
+
+// Sent is one frame the client sent, recorded when logging is on.
+type Sent struct {
+	ID    retry.ProxyID
+	Proxy retry.Proxy
+	// Frame is a copy of the request frame, the test's to keep.
+	Frame []byte
+}
+
+// Request parses Frame; it panics on a frame the client packed wrong, which
+// in a test is the failure to report.
+func (s Sent) Request() wire.Request {
+	r, err := wire.ParseRequest(s.Frame)
+	if err != nil {
+		panic("retrytest: the client sent a malformed frame: " + err.Error())
+	}
+	return r
+}
+
+type proxyState struct {
+	p         retry.Proxy
+	available bool
+	refuse    bool // Send fails even though Available says true
+	handler   Handler
+	sends     int
+}
+
+type inboxEntry struct {
+	from retry.ProxyID
+	buf  []byte
+}
+
+// Transport is an in-memory retry.Transport. The zero value is not usable;
+// call NewTransport. It is safe for concurrent use.
+type Transport struct {
+	mu      sync.Mutex
+	proxies map[retry.ProxyID]*proxyState
+	byAddr  map[retry.Proxy]retry.ProxyID
+	early   map[retry.Proxy]Handler // set before the client opened the proxy
+	inbox   []inboxEntry            // ring
+	head    int
+	size    int
+	spare   [][]byte // buffers of delivered frames, for reuse
+	last    []byte   // the frame returned by the last Recv
+	log     bool
+	sent    []Sent
+	replier Replier
+}
+
+// NewTransport returns a transport with no proxies; the client opens them
+// as routes name them. Proxies start available and silent.
+func NewTransport() *Transport {
+	t := &Transport{
+		proxies: map[retry.ProxyID]*proxyState{},
+		byAddr:  map[retry.Proxy]retry.ProxyID{},
+		early:   map[retry.Proxy]Handler{},
+	}
+	t.replier.t = t
+	return t
+}
+
+// Open registers a proxy (retry.Transport).
+func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.proxies[id]; !ok {
+		st := &proxyState{p: p, available: true, handler: t.early[p]}
+		delete(t.early, p)
+		t.proxies[id] = st
+		t.byAddr[p] = id
+	}
+	return nil
+}
+
+// Send hands the frame to the proxy's handler (retry.Transport). It fails
+// with retry.ErrUnavailable if the proxy is marked unavailable or refusing.
+func (t *Transport) Send(id retry.ProxyID, frame []byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.proxies[id]
+	if st == nil {
+		return ErrUnknownProxy
+	}
+	if !st.available || st.refuse {
+		return retry.ErrUnavailable
+	}
+	st.sends++
+	if t.log {
+		t.sent = append(t.sent, Sent{ID: id, Proxy: st.p, Frame: append([]byte(nil), frame...)})
+	}
+	if st.handler == nil {
+		return nil
+	}
+	req, err := wire.ParseRequest(frame)
+	if err != nil {
+		return err
+	}
+	t.replier.from = id
+	st.handler(req, &t.replier)
+	return nil
+}
+
+// Recv returns the next answer in the inbox (retry.Transport); the frame is
+// valid until the next Recv.
+func (t *Transport) Recv() ([]byte, retry.ProxyID, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last != nil {
+		t.spare = append(t.spare, t.last[:0])
+		t.last = nil
+	}
+	if t.size == 0 {
+		return nil, 0, false
+	}
+	e := t.inbox[t.head]
+	t.inbox[t.head] = inboxEntry{}
+	t.head = (t.head + 1) % len(t.inbox)
+	t.size--
+	t.last = e.buf
+	return e.buf, e.from, true
+}
+
+// Available reports the proxy's availability (retry.Transport).
+func (t *Transport) Available(id retry.ProxyID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.proxies[id]
+	return st != nil && st.available
+}
+
+// SetAvailable marks a proxy available or not; an unavailable proxy fails
+// Send and is skipped by the client's proxy choice.
+func (t *Transport) SetAvailable(p retry.Proxy, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, found := t.byAddr[p]; found {
+		t.proxies[id].available = ok
+	}
+}
+
+// SetRefusing makes a proxy look available but fail every Send, as a
+// connection that just broke does.
+func (t *Transport) SetRefusing(p retry.Proxy, refuse bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, found := t.byAddr[p]; found {
+		t.proxies[id].refuse = refuse
+	}
+}
+
+// SetHandler sets a proxy's handler (nil: silent). It may be called before
+// the client opens the proxy.
+func (t *Transport) SetHandler(p retry.Proxy, h Handler) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, found := t.byAddr[p]; found {
+		t.proxies[id].handler = h
+		return
+	}
+	t.early[p] = h
+}
+
+// Sends returns how many frames were sent to a proxy.
+func (t *Transport) Sends(p retry.Proxy) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, found := t.byAddr[p]; found {
+		return t.proxies[id].sends
+	}
+	return 0
+}
+
+// SetLog turns the record of sent frames on or off (off by default, so
+// that benchmarks do not grow it).
+func (t *Transport) SetLog(on bool) {
+	t.mu.Lock()
+	t.log = on
+	t.mu.Unlock()
+}
+
+// Sent returns and clears the record of sent frames, oldest first.
+func (t *Transport) Sent() []Sent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.sent
+	t.sent = nil
+	return s
+}
+
+// Deliver puts a response frame into the inbox as if the proxy had sent it.
+// The frame is copied. Use it to answer a request recorded by Sent, late,
+// twice, or from the wrong proxy.
+func (t *Transport) Deliver(from retry.Proxy, frame []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.enqueue(t.byAddr[from], frame)
+}
+
+// Replay runs h on a recorded request as if the proxy it was sent to had
+// that handler: a test answers late, or with another model, this way.
+func (t *Transport) Replay(s Sent, h Handler) {
+	req, err := wire.ParseRequest(s.Frame)
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.replier.from = s.ID
+	h(req, &t.replier)
+}
+
+// Pending returns the number of answers waiting in the inbox.
+func (t *Transport) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.size
+}
+
+// enqueue copies frame into a reused buffer at the inbox's tail; t.mu is held.
+func (t *Transport) enqueue(from retry.ProxyID, frame []byte) {
+	if t.size == len(t.inbox) {
+		nb := make([]inboxEntry, max(64, 2*len(t.inbox)))
+		for i := 0; i < t.size; i++ {
+			nb[i] = t.inbox[(t.head+i)%len(t.inbox)]
+		}
+		t.inbox, t.head = nb, 0
+	}
+	var buf []byte
+	if n := len(t.spare); n > 0 {
+		buf = t.spare[n-1]
+		t.spare = t.spare[:n-1]
+	}
+	t.inbox[(t.head+t.size)%len(t.inbox)] = inboxEntry{from: from, buf: append(buf[:0], frame...)}
+	t.size++
+}
+
+// Replier lets a Handler answer the request it was given. Its methods may
+// be called any number of times during the Handler call (several packets);
+// the frames go to the inbox in order.
+type Replier struct {
+	t    *Transport
+	from retry.ProxyID
+	rb   wire.ResponseBuilder
+	buf  []byte
+}
+
+// Start begins a response packet for req with the given result and flags;
+// add records with Record, then Send it.
+func (r *Replier) Start(req wire.Request, result int32, haveMore bool, packet uint32, cursor uint64) {
+	r.rb.Start(r.buf[:0], wire.ResponseHeader{
+		Command: req.Command(), Seq: req.Seq(), AsyncID: req.AsyncID(), Result: result,
+		HaveMore: haveMore, Attempt: req.Attempt(), Packet: packet, Cursor: cursor,
+	})
+}
+
+// Record adds a record to the packet begun by Start.
+func (r *Replier) Record(tag uint64, result int32, key, value []byte) {
+	_ = r.rb.AddRecord(tag, result, key, value)
+}
+
+// Send puts the packet begun by Start into the inbox.
+func (r *Replier) Send() {
+	r.buf = r.rb.Bytes()
+	r.t.enqueue(r.from, r.buf)
+}

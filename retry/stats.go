@@ -1,0 +1,126 @@
+package retry
+
+import "sync/atomic"
+
+// counter is an atomic counter alone on its cache line, so that senders on
+// many cores bumping one counter do not slow the poller bumping another.
+type counter struct {
+	atomic.Uint64
+	_ [56]byte
+}
+
+// zoneCounters are one zone's R17 counters. Senders touch the first group,
+// the poller the rest.
+type zoneCounters struct {
+	readsSent      counter
+	writesSent     counter
+	otherSent      counter // reads sent without a context: retry off for them
+	capHits        counter
+	contexts       atomic.Int64 // read retry contexts held (cap accounting)
+	_              [56]byte
+	retriesTimeout atomic.Uint64
+	retriesCode    atomic.Uint64
+	retriesNoProxy atomic.Uint64
+	exhausted      atomic.Uint64
+	duplicates     atomic.Uint64
+	stray          atomic.Uint64
+	malformed      atomic.Uint64
+	recordsResent  atomic.Uint64
+	waitTimeouts   atomic.Uint64
+	delivered      atomic.Uint64
+	finals         atomic.Uint64
+	sendFailures   atomic.Uint64
+	peakContexts   atomic.Int64
+}
+
+// Stats is a snapshot of one zone's counters (SPEC R17). Every field is read
+// with an atomic load, without a lock; fields are read one by one, so a
+// snapshot taken under load is not one instant. Counts are since the zone
+// was added.
+type Stats struct {
+	// ReadsSent counts reads (the eight read commands) accepted by Send.
+	ReadsSent uint64
+	// WritesSent counts writes accepted by Send (never retried, SPEC R3).
+	WritesSent uint64
+	// ReadsWithoutContext counts reads sent without a read retry context:
+	// retry off for their class, command or zone, or the cap reached.
+	ReadsWithoutContext uint64
+	// Contexts is the number of read retry contexts held now; PeakContexts
+	// the largest it has been.
+	Contexts, PeakContexts int64
+	// CapHits counts reads sent without a context because the zone held its
+	// cap of contexts (SPEC R2).
+	CapHits uint64
+	// RetriesTimeout counts re-sends after a segment ended without an
+	// answer (SPEC R6, R10); RetriesErrorCode re-sends after an answer with a
+	// listed error code (SPEC R8). Both count a retry used even when no
+	// proxy was available to take it: RetriesNoProxy counts those.
+	RetriesTimeout, RetriesErrorCode, RetriesNoProxy uint64
+	// Exhausted counts requests that ended with ResultReadRetryTimeout, or
+	// with a listed error code and no retry left (SPEC R8, R9).
+	Exhausted uint64
+	// DuplicatesDropped counts packets and records dropped because their
+	// request already had them or had ended (SPEC R7, R12): hedged answers,
+	// network duplicates, late answers.
+	DuplicatesDropped uint64
+	// StrayPackets counts packets dropped because they came from a proxy the
+	// request was never sent to, or carried another async ID (SPEC §6).
+	StrayPackets uint64
+	// MalformedPackets counts frames that failed to parse.
+	MalformedPackets uint64
+	// RecordsResent counts keys re-sent by partial batch re-sends and whole
+	// requests re-sent for simple reads and index resumes (SPEC R11).
+	RecordsResent uint64
+	// WaitTimeouts counts requests without a context that ended with
+	// ResultWaitRspTimeout.
+	WaitTimeouts uint64
+	// Delivered counts responses handed to the caller (every packet of a
+	// multi-packet answer counts); FinalResults the last one of each
+	// request — exactly one per request sent (SPEC R12).
+	Delivered, FinalResults uint64
+	// SendFailures counts Transport.Send errors (each moved the request to
+	// the next proxy).
+	SendFailures uint64
+}
+
+func (zc *zoneCounters) snapshot() Stats {
+	return Stats{
+		ReadsSent:           zc.readsSent.Load(),
+		WritesSent:          zc.writesSent.Load(),
+		ReadsWithoutContext: zc.otherSent.Load(),
+		Contexts:            zc.contexts.Load(),
+		PeakContexts:        zc.peakContexts.Load(),
+		CapHits:             zc.capHits.Load(),
+		RetriesTimeout:      zc.retriesTimeout.Load(),
+		RetriesErrorCode:    zc.retriesCode.Load(),
+		RetriesNoProxy:      zc.retriesNoProxy.Load(),
+		Exhausted:           zc.exhausted.Load(),
+		DuplicatesDropped:   zc.duplicates.Load(),
+		StrayPackets:        zc.stray.Load(),
+		MalformedPackets:    zc.malformed.Load(),
+		RecordsResent:       zc.recordsResent.Load(),
+		WaitTimeouts:        zc.waitTimeouts.Load(),
+		Delivered:           zc.delivered.Load(),
+		FinalResults:        zc.finals.Load(),
+		SendFailures:        zc.sendFailures.Load(),
+	}
+}
+
+// reserveContext takes one unit of the zone's context cap, lock-free; false
+// means the cap is reached (SPEC R2).
+func (zc *zoneCounters) reserveContext(limit int64) bool {
+	for {
+		n := zc.contexts.Load()
+		if n >= limit {
+			return false
+		}
+		if zc.contexts.CompareAndSwap(n, n+1) {
+			for {
+				p := zc.peakContexts.Load()
+				if n+1 <= p || zc.peakContexts.CompareAndSwap(p, n+1) {
+					return true
+				}
+			}
+		}
+	}
+}
