@@ -1,0 +1,241 @@
+// Command rrsim is readretry's main job: it starts simulated proxies on
+// 127.0.0.1, runs read-retry scenarios against them with a real client
+// over TCP — read retry on and off at the same time, against the same
+// proxies — checks every answer, and prints a report per scenario.
+//
+//	go run ./cmd/rrsim                       # the default scenario set, under a minute
+//	go run ./cmd/rrsim -scenario slow-tail -duration 5s -rate 4000
+//	go run ./cmd/rrsim -scenario all -json   # one JSON array of reports
+//	go run ./cmd/rrsim -plot docs/rrsim.png  # latency CDFs, retry on vs off
+//	go run ./cmd/rrsim -profile 'latency=1ms/50ms,drop=0.02,cut=0.1@2'
+//
+// The exit status is 1 if any correctness invariant broke in any run (a
+// record missing or duplicated, a request without exactly one final
+// result, a user buffer changed, a leaked context, ...), 2 for bad flags or
+// a run that could not start, 0 otherwise. Performance targets are printed
+// ("target met/MISSED") but do not change the exit status: machines are
+// noisy, invariants are not.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/readretry/readretry/sim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// runScenario is sim.Run; tests replace it to see how rrsim reports a
+// broken invariant or a failed run.
+var runScenario = sim.Run
+
+// config is the parsed command line.
+type config struct {
+	scenarios []sim.Scenario
+	opt       sim.Options
+	json      bool
+	plot      string
+	verbose   bool
+}
+
+// parseFlags parses args; errors are usage errors (exit status 2).
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("rrsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	scenario := fs.String("scenario", "default", "scenario `NAME`, a comma-separated list, \"default\" or \"all\"")
+	profile := fs.String("profile", "", "run one custom scenario whose proxies all have this profile `SPEC` (e.g. latency=1ms/50ms,drop=0.02,cut=0.1@2); overrides -scenario")
+	duration := fs.Duration("duration", 2*time.Second, "how long each scenario sends requests")
+	count := fs.Int("count", 0, "send exactly `N` requests per mode instead of running for -duration")
+	rate := fs.Int("rate", 2000, "requests per second per mode, open loop")
+	hosts := fs.Int("hosts", 4, "logical hosts in the zone")
+	ports := fs.Int("ports", 2, "proxies per host")
+	seed := fs.Uint64("seed", 1, "seed of the dataset, the workload and the faults")
+	simple := fs.Duration("simple", 300*time.Millisecond, "read retry budget of simple reads (SPEC R1)")
+	complexBudget := fs.Duration("complex", 600*time.Millisecond, "read retry budget of complex reads (SPEC R1)")
+	retries := fs.Int("retries", 2, "ReadRetryMaxCnt of the zone (SPEC R5), 1..8")
+	wait := fs.Duration("wait", time.Second, "wait timeout of requests without read retry")
+	asJSON := fs.Bool("json", false, "print one JSON array of reports instead of the table")
+	plot := fs.String("plot", "", "write the latency CDFs (retry on vs off, per scenario) to `FILE.png`")
+	verbose := fs.Bool("v", false, "log the engine's and the transport's messages to stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: rrsim [flags]\n\nScenarios:\n")
+		for _, s := range sim.Scenarios() {
+			fmt.Fprintf(stderr, "  %-15s %s\n", s.Name, s.About)
+		}
+		fmt.Fprintf(stderr, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *retries < 1 || *retries > 8 {
+		return nil, fmt.Errorf("-retries %d: want 1..8", *retries)
+	}
+	if *duration <= 0 || *rate <= 0 || *hosts <= 0 || *ports <= 0 || *count < 0 || *simple <= 0 || *complexBudget <= 0 || *wait <= 0 {
+		return nil, errors.New("-duration, -rate, -hosts, -ports, -simple, -complex and -wait must be positive, -count not negative")
+	}
+	cfg := &config{json: *asJSON, plot: *plot, verbose: *verbose}
+	if *profile != "" {
+		p, err := sim.ParseProfile(*profile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.scenarios = []sim.Scenario{{Name: "custom", About: p.String(), Base: p}}
+	} else {
+		sc, err := sim.ParseScenarios(*scenario)
+		if err != nil {
+			return nil, err
+		}
+		cfg.scenarios = sc
+	}
+	cfg.opt = sim.Options{
+		Duration: *duration, Requests: *count, Rate: *rate, Hosts: *hosts, Ports: *ports, Seed: *seed,
+		SimpleBudget: *simple, ComplexBudget: *complexBudget, MaxRetries: *retries, WaitTimeout: *wait,
+	}
+	return cfg, nil
+}
+
+// run is the command without the process: it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "rrsim:", err)
+		return 2
+	}
+	if cfg.verbose {
+		cfg.opt.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	prog := newProgress(stderr, len(cfg.scenarios))
+	var reports []sim.Report
+	began := time.Now()
+	for i, sc := range cfg.scenarios {
+		prog.scenario = i + 1
+		cfg.opt.Progress = prog.update
+		rs, err := runScenario(ctx, sc, cfg.opt)
+		if err != nil {
+			fmt.Fprintf(stderr, "rrsim: scenario %s: %v\n", sc.Name, err)
+			return 2
+		}
+		reports = append(reports, rs...)
+		prog.done(sc.Name, rs)
+	}
+	if cfg.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(reports); err != nil {
+			fmt.Fprintln(stderr, "rrsim:", err)
+			return 2
+		}
+	} else {
+		fmt.Fprintf(stdout, "rrsim: %d scenarios, %v each at %d req/s per mode, %d hosts x %d ports, budgets %v/%v, %d retries (%.1fs)\n\n",
+			len(cfg.scenarios), cfg.opt.Duration, cfg.opt.Rate, cfg.opt.Hosts, cfg.opt.Ports,
+			cfg.opt.SimpleBudget, cfg.opt.ComplexBudget, cfg.opt.MaxRetries, time.Since(began).Seconds())
+		_ = sim.WriteTable(stdout, reports)
+		fmt.Fprintln(stdout)
+		_ = sim.WriteTargets(stdout, sim.Targets(reports))
+		for _, n := range sim.Notes(reports) {
+			fmt.Fprintln(stdout, n)
+		}
+	}
+	if cfg.plot != "" {
+		if err := writePlot(cfg.plot, reports); err != nil {
+			fmt.Fprintln(stderr, "rrsim: plot:", err)
+			return 2
+		}
+		if !cfg.json {
+			fmt.Fprintf(stdout, "\nlatency CDFs written to %s\n", cfg.plot)
+		}
+	}
+	failed := false
+	for _, r := range reports {
+		if r.Passed() {
+			continue
+		}
+		failed = true
+		mode := "off"
+		if r.Retry {
+			mode = "on"
+		}
+		for _, v := range r.Violations {
+			fmt.Fprintf(stderr, "rrsim: INVARIANT BROKEN: %s (retry %s): %s\n", r.Scenario, mode, v)
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// progress writes a progress line to stderr: rewritten in place on a
+// terminal, one line per finished scenario otherwise.
+type progress struct {
+	w        io.Writer
+	tty      bool
+	total    int
+	scenario int
+	width    int
+}
+
+func newProgress(w io.Writer, total int) *progress {
+	p := &progress{w: w, total: total}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(s sim.Progress) {
+	if !p.tty {
+		return
+	}
+	phase := fmt.Sprintf("%4.1fs/%.1fs", s.Elapsed.Seconds(), s.Duration.Seconds())
+	if s.Draining {
+		phase = "draining  "
+	}
+	line := fmt.Sprintf("[%d/%d] %-15s %s  requests %7d  final results %7d", p.scenario, p.total, s.Scenario, phase, s.Requests, s.Finals)
+	p.width = max(p.width, len(line))
+	fmt.Fprintf(p.w, "\r%-*s", p.width, line)
+}
+
+func (p *progress) done(name string, rs []sim.Report) {
+	var req, ok uint64
+	pass := true
+	for _, r := range rs {
+		req += r.Requests
+		ok += r.OK
+		pass = pass && r.Passed()
+	}
+	check := "invariants ok"
+	if !pass {
+		check = "INVARIANTS BROKEN"
+	}
+	line := fmt.Sprintf("[%d/%d] %-15s done: %d requests, %d ok, %s", p.scenario, p.total, name, req, ok, check)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%-*s\n", p.width, line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}

@@ -1,0 +1,271 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the outcome of one scenario run with read retry on or off:
+// what was sent, how every request ended, how fast, at what cost in
+// attempts and memory, and every correctness check that failed. Counts are
+// of requests unless the name says records. The JSON keys are stable (cmd/rrsim
+// -json prints them).
+type Report struct {
+	Scenario string  `json:"scenario"`   // the scenario's name
+	Retry    bool    `json:"retry"`      // read retry on (budgets set) or off
+	Seconds  float64 `json:"duration_s"` // how long requests were generated
+	Rate     int     `json:"rate"`       // requests per second asked for
+
+	Requests   uint64 `json:"requests"`    // accepted by Send: each must end with exactly one final result
+	SendErrors uint64 `json:"send_errors"` // refused by Send (no proxy available, ...): no result expected
+	Reads      uint64 `json:"reads"`       // of Requests: the eight read commands
+	Writes     uint64 `json:"writes"`      // of Requests: the four writes (never retried)
+
+	FinalResults      uint64 `json:"final_results"`       // responses with HaveMore unset: one per request
+	OK                uint64 `json:"ok"`                  // final results that are the right answer
+	ReadsOK           uint64 `json:"reads_ok"`            // reads answered right and complete
+	WritesOK          uint64 `json:"writes_ok"`           // writes acknowledged
+	ReadRetryTimeouts uint64 `json:"read_retry_timeouts"` // -19219, API_ERR_READ_RETRY_TIMEOUT (SPEC R9)
+	WaitTimeouts      uint64 `json:"wait_timeouts"`       // -16659, API_ERR_WAIT_RSP_TIMEOUT (no read retry)
+	OtherErrors       uint64 `json:"other_errors"`        // any other result code delivered (e.g. -7953 with no retry left)
+
+	Retries          uint64  `json:"retries"`              // re-sends the engine made (SPEC R17)
+	RetriesTimeout   uint64  `json:"retries_timeout"`      // after a segment ran out
+	RetriesErrorCode uint64  `json:"retries_error_code"`   // after a listed error code (SPEC R8)
+	Attempts         uint64  `json:"attempts"`             // packets sent, summed over requests at their final result
+	AttemptsPerReq   float64 `json:"attempts_per_request"` // Attempts / Requests
+	ExtraAttemptsPct float64 `json:"extra_attempts_pct"`   // (attempts − requests) / requests × 100
+	MaxAttempts      int     `json:"max_attempts"`         // the most any one request used
+
+	DuplicatesDropped uint64 `json:"duplicates_dropped"`   // packets and records the engine dropped (SPEC R7, R12)
+	RecordsDelivered  uint64 `json:"records_delivered"`    // records handed to the caller, checked one by one
+	RecordsMissing    uint64 `json:"records_missing"`      // records never delivered for a request that ended OK
+	RecordsDuplicated uint64 `json:"records_duplicated"`   // records delivered more than once
+	RecordsOutOfOrder uint64 `json:"records_out_of_order"` // index-read records not in stream order
+	RecordsWrong      uint64 `json:"records_wrong"`        // wrong key, value, result or tag
+
+	FinalsMissing     uint64 `json:"finals_missing"`      // requests with no final result at the end
+	FinalsDuplicated  uint64 `json:"finals_duplicated"`   // responses after a request's final result
+	BadUserBuffer     uint64 `json:"bad_user_buffer"`     // user buffer not byte for byte as sent
+	BadAsyncID        uint64 `json:"bad_async_id"`        // async ID of no request sent
+	BadSeq            uint64 `json:"bad_seq"`             // sequence number other than Send's
+	AttemptsOverLimit uint64 `json:"attempts_over_limit"` // requests with more than MaxRetries+1 attempts
+	ContextsLeaked    int64  `json:"contexts_leaked"`     // read retry contexts still held at the end
+	RequestsLeaked    int    `json:"requests_leaked"`     // requests the engine still tracked at the end
+	TimersLeaked      int    `json:"timers_leaked"`       // timers still pending at the end
+
+	P50Ms  float64 `json:"p50_ms"`  // reads' time from Send to final result
+	P99Ms  float64 `json:"p99_ms"`  // 99th percentile, ms
+	P999Ms float64 `json:"p999_ms"` // 99.9th percentile, ms
+	MaxMs  float64 `json:"max_ms"`  // the slowest read, ms
+
+	// MaxStallMs is the longest the client's goroutines went without
+	// running beyond their own waits (the sender's 1 ms tick, the poller's
+	// sleep): a machine that is busy or paused shows here, and every
+	// latency and timeout of the run includes it.
+	MaxStallMs float64 `json:"max_stall_ms"`
+
+	PeakContexts    int64  `json:"peak_contexts"`     // most read retry contexts held at once (SPEC R2, R15)
+	BytesPerContext int64  `json:"bytes_per_context"` // context table memory / requests held, at the fullest sample
+	CapHits         uint64 `json:"cap_hits"`          // reads sent without a context at the cap (SPEC R2)
+
+	// Violations describes each broken invariant (at most a few examples
+	// per kind); empty when the run is correct.
+	Violations []string `json:"violations"`
+
+	// Latencies are the reads' times to final result, sorted ascending
+	// (for plots; not in JSON).
+	Latencies []time.Duration `json:"-"`
+}
+
+// Passed reports whether every invariant held.
+func (r *Report) Passed() bool { return len(r.Violations) == 0 }
+
+// ReadsOKPct returns the share of reads answered right, in percent.
+func (r *Report) ReadsOKPct() float64 { return pct(r.ReadsOK, r.Reads) }
+
+// OKPct returns the share of requests answered right, in percent.
+func (r *Report) OKPct() float64 { return pct(r.OK, r.Requests) }
+
+func pct(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// quantile returns the q-quantile of sorted (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+// finishLatency sorts the latencies and fills the percentiles.
+func (r *Report) finishLatency() {
+	slices.Sort(r.Latencies)
+	r.P50Ms = ms(quantile(r.Latencies, 0.50))
+	r.P99Ms = ms(quantile(r.Latencies, 0.99))
+	r.P999Ms = ms(quantile(r.Latencies, 0.999))
+	if n := len(r.Latencies); n > 0 {
+		r.MaxMs = ms(r.Latencies[n-1])
+	}
+}
+
+func fmtMs(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "ms"
+}
+
+// WriteTable prints reports as a table, one line per report, so that a
+// scenario's retry-on line stands above its retry-off line. Columns:
+// scenario, retry, requests, ok%, reads-ok%, -19219, other-err, p50, p99,
+// p99.9, att/req, dup-drop, rec-miss, rec-dup, peak-ctx, B/ctx, check.
+func WriteTable(w io.Writer, reports []Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tretry\trequests\tok%\treads-ok%\t-19219\tother-err\tp50\tp99\tp99.9\tatt/req\tdup-drop\trec-miss\trec-dup\tpeak-ctx\tB/ctx\tcheck\t")
+	last := ""
+	for i := range reports {
+		r := &reports[i]
+		name := r.Scenario
+		if name == last {
+			name = ""
+		}
+		last = r.Scenario
+		mode := "off"
+		if r.Retry {
+			mode = "on"
+		}
+		check := "ok"
+		if !r.Passed() {
+			check = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%d\t%d\t%s\t%s\t%s\t%.3f\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+			name, mode, r.Requests, r.OKPct(), r.ReadsOKPct(), r.ReadRetryTimeouts, r.WaitTimeouts+r.OtherErrors,
+			fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms), r.AttemptsPerReq, r.DuplicatesDropped,
+			r.RecordsMissing, r.RecordsDuplicated, r.PeakContexts, r.BytesPerContext, check)
+	}
+	return tw.Flush()
+}
+
+// Target is one of the goals the scenarios are judged by (issue 6), with
+// what a run measured.
+type Target struct {
+	Name string // what is measured
+	Want string // the goal, in words
+	Got  string // what the run measured
+	Met  bool   // whether the goal was reached
+}
+
+// Targets evaluates the goals that the given reports allow: blackhole-host
+// reads ok with retry ≥ 99.9% (and about 75% without, with 4 hosts),
+// slow-tail p99.9 with retry at least 5× lower at under 10% extra attempts,
+// steady under 1% extra attempts, and nothing missing or duplicated
+// anywhere. A goal whose scenario did not run is left out.
+func Targets(reports []Report) []Target {
+	find := func(name string, retry bool) *Report {
+		for i := range reports {
+			if reports[i].Scenario == name && reports[i].Retry == retry {
+				return &reports[i]
+			}
+		}
+		return nil
+	}
+	var out []Target
+	if on, off := find("blackhole-host", true), find("blackhole-host", false); on != nil && off != nil {
+		out = append(out, Target{
+			Name: "blackhole-host reads ok",
+			Want: "on >= 99.9%, off about 75% (4 hosts)",
+			Got:  fmt.Sprintf("on %.3f%%, off %.2f%%", on.ReadsOKPct(), off.ReadsOKPct()),
+			Met:  on.ReadsOKPct() >= 99.9,
+		})
+	}
+	if on, off := find("slow-tail", true), find("slow-tail", false); on != nil && off != nil {
+		ratio := math.Inf(1)
+		if on.P999Ms > 0 {
+			ratio = off.P999Ms / on.P999Ms
+		}
+		out = append(out, Target{
+			Name: "slow-tail p99.9",
+			Want: ">= 5x lower with retry, < 10% extra attempts",
+			Got:  fmt.Sprintf("%s vs %s (%.1fx), %.2f%% extra attempts", fmtMs(on.P999Ms), fmtMs(off.P999Ms), ratio, on.ExtraAttemptsPct),
+			Met:  ratio >= 5 && on.ExtraAttemptsPct < 10,
+		})
+	}
+	if on := find("steady", true); on != nil {
+		out = append(out, Target{
+			Name: "steady extra attempts",
+			Want: "< 1%",
+			Got:  fmt.Sprintf("%.3f%%", on.ExtraAttemptsPct),
+			Met:  on.ExtraAttemptsPct < 1,
+		})
+	}
+	if len(reports) > 0 {
+		var miss, dup uint64
+		var failed []string
+		for i := range reports {
+			miss += reports[i].RecordsMissing
+			dup += reports[i].RecordsDuplicated
+			if !reports[i].Passed() {
+				failed = append(failed, reports[i].Scenario)
+			}
+		}
+		got := fmt.Sprintf("%d missing, %d duplicated", miss, dup)
+		if len(failed) > 0 {
+			got += "; invariants broken in " + strings.Join(slices.Compact(failed), ", ")
+		}
+		out = append(out, Target{Name: "exactly once", Want: "0 missing, 0 duplicated, all invariants", Got: got,
+			Met: miss == 0 && dup == 0 && len(failed) == 0})
+	}
+	return out
+}
+
+// StallNoteMs is the stall above which Notes mentions a run.
+const StallNoteMs = 50
+
+// Notes returns remarks a reader needs to judge the figures: runs whose
+// client stalled more than StallNoteMs (the machine was busy or paused, so
+// timeouts and tails there are not the proxies' doing).
+func Notes(reports []Report) []string {
+	var out []string
+	for i := range reports {
+		r := &reports[i]
+		if r.MaxStallMs > StallNoteMs {
+			mode := "off"
+			if r.Retry {
+				mode = "on"
+			}
+			out = append(out, fmt.Sprintf("note: %s (retry %s): the client stalled for up to %s (machine busy or paused); its latencies and timeouts include that",
+				r.Scenario, mode, fmtMs(r.MaxStallMs)))
+		}
+	}
+	return out
+}
+
+// WriteTargets prints targets, one per line.
+func WriteTargets(w io.Writer, targets []Target) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, t := range targets {
+		mark := "met"
+		if !t.Met {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(tw, "target\t%s\t%s\twant %s\tgot %s\n", mark, t.Name, t.Want, t.Got)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,516 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/retry/backoff"
+	"github.com/readretry/readretry/transport/tcp"
+)
+
+// Options set up a run. The zero Options is valid: every field has a
+// default chosen so that the default scenario set runs in well under a
+// minute on two cores while meeting issue 6's targets.
+type Options struct {
+	// Duration is how long requests are generated; 0 means 2 s. The run
+	// then waits for the last final results (at most WaitTimeout plus the
+	// complex budget).
+	Duration time.Duration
+	// Requests, if above 0, sends exactly that many requests per client at
+	// Rate instead of running for Duration.
+	Requests int
+	// Rate is the requests per second each client sends, open loop (on
+	// time whether or not answers came back); 0 means 2000.
+	Rate int
+	// Hosts and Ports shape the fleet: Hosts logical hosts with Ports
+	// proxies each; 0 means 4 and 2.
+	Hosts, Ports int
+	// Seed fixes the dataset, the workload and the proxies' fault draws; 0
+	// means 1.
+	Seed uint64
+	// SimpleBudget and ComplexBudget are the read retry budgets (SPEC R1)
+	// of the retry-on client; 0 means 300 ms and 600 ms.
+	SimpleBudget, ComplexBudget time.Duration
+	// MaxRetries is the zone's ReadRetryMaxCnt (SPEC R5); 0 means 2.
+	MaxRetries int
+	// WaitTimeout is the engine's wait for requests without read retry;
+	// 0 means 1 s.
+	WaitTimeout time.Duration
+	// Modes lists the runs, read retry on (true) and off (false); both run
+	// at once against the same proxies, so they meet the same faults at the
+	// same moments. nil means {true, false}.
+	Modes []bool
+	// Logger receives the engine's and the transport's logs; nil discards
+	// them.
+	Logger *slog.Logger
+	// Progress, if set, is called about every 200 ms from Run's goroutine.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of a run, for a progress line.
+type Progress struct {
+	Scenario string        // the scenario's name
+	Elapsed  time.Duration // since the first request
+	Duration time.Duration // of the sending phase
+	Draining bool          // sending is over; waiting for the last results
+	Requests uint64        // issued, over every mode
+	Finals   uint64        // final results received, over every mode
+}
+
+// ErrBadOptions wraps what is wrong with Options.
+var ErrBadOptions = errors.New("sim: bad options")
+
+func (o *Options) defaults() error {
+	if o.Duration < 0 || o.Requests < 0 || o.Rate < 0 || o.Hosts < 0 || o.Ports < 0 || o.SimpleBudget < 0 ||
+		o.ComplexBudget < 0 || o.MaxRetries < 0 || o.WaitTimeout < 0 {
+		return fmt.Errorf("%w: negative value", ErrBadOptions)
+	}
+	if o.MaxRetries > retry.MaxMaxRetries {
+		return fmt.Errorf("%w: MaxRetries %d above %d", ErrBadOptions, o.MaxRetries, retry.MaxMaxRetries)
+	}
+	if o.Duration == 0 {
+		o.Duration = 2 * time.Second
+	}
+	if o.Rate == 0 {
+		o.Rate = 2000
+	}
+	if o.Rate > 1_000_000 {
+		return fmt.Errorf("%w: rate %d above 1,000,000/s", ErrBadOptions, o.Rate)
+	}
+	if o.Requests > 0 {
+		o.Duration = time.Duration(float64(o.Requests) / float64(o.Rate) * float64(time.Second))
+	}
+	if o.Duration > time.Hour {
+		return fmt.Errorf("%w: duration %v above 1h", ErrBadOptions, o.Duration)
+	}
+	if o.Hosts == 0 {
+		o.Hosts = 4
+	}
+	if o.Ports == 0 {
+		o.Ports = 2
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.SimpleBudget == 0 {
+		o.SimpleBudget = 300 * time.Millisecond
+	}
+	if o.ComplexBudget == 0 {
+		o.ComplexBudget = 600 * time.Millisecond
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = retry.DefaultMaxRetries
+	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = time.Second
+	}
+	if o.Modes == nil {
+		o.Modes = []bool{true, false}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// capacity is how many requests one client may issue in a run.
+func (o *Options) capacity() int {
+	if o.Requests > 0 {
+		return o.Requests
+	}
+	return int(o.Duration.Seconds()*float64(o.Rate)) + 1
+}
+
+// Zone is the zone every run's clients send to; read it, do not change it.
+var Zone = retry.Zone{AppID: 1, ZoneID: 1}
+
+// simZone is Zone, under the name the run's code uses.
+var simZone = Zone
+
+// ConfList returns the directory's CollectUrlList the runs apply (SPEC
+// R5): every read command, error code -7953, maxRetries re-sends.
+func ConfList(maxRetries int) string {
+	return "tcp://127.0.0.1:0;conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=" +
+		strconv.Itoa(maxRetries)
+}
+
+// Run runs scenario sc: it starts a fleet of proxies, one client per mode
+// (read retry on and off) over transport/tcp, sends the open-loop workload
+// from each for the duration, applies the scenario's events on time, waits
+// for every final result, checks every response, and returns one Report
+// per mode, in Options.Modes order. An error means the run could not be set
+// up (or ctx ended it); a run whose invariants broke returns reports whose
+// Violations say so, and a nil error.
+func Run(ctx context.Context, sc Scenario, opt Options) ([]Report, error) {
+	return run(ctx, sc, opt, nil)
+}
+
+// run is Run with the proxies' dataset given apart (nil: the workload's),
+// so that a test can make the proxies answer wrong and see the checks fail.
+func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]Report, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	if err := sc.Base.Validate(); err != nil {
+		return nil, err
+	}
+	for _, e := range sc.Events {
+		if err := e.Profile.Validate(); err != nil {
+			return nil, err
+		}
+		if !(e.At >= 0 && e.At <= 1) {
+			return nil, fmt.Errorf("%w: event at %v, want 0..1", ErrBadOptions, e.At)
+		}
+	}
+	data := NewDataset(opt.Seed)
+	w, err := NewWorkload(data, opt.Seed, nil)
+	if err != nil {
+		return nil, err
+	}
+	if proxyData == nil {
+		proxyData = data
+	}
+	fleet, err := StartFleet(FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Data: proxyData, Profile: sc.Base, Seed: opt.Seed})
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close()
+	events := sc.Events
+	for len(events) > 0 && events[0].At == 0 && events[0].Client == nil {
+		if err := fleet.Set(events[0].Select, events[0].Profile); err != nil {
+			return nil, err
+		}
+		events = events[1:]
+	}
+
+	runs := make([]*clientRun, 0, len(opt.Modes))
+	defer func() {
+		for _, r := range runs {
+			r.close()
+		}
+	}()
+	for _, on := range opt.Modes {
+		r, err := newClientRun(on, &sc, &opt, fleet, w)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	for _, r := range runs {
+		r.start = start
+		go r.send(runCtx)
+		go r.poll(runCtx)
+	}
+	progress := time.NewTicker(200 * time.Millisecond)
+	defer progress.Stop()
+	eventTimer := time.NewTimer(time.Hour)
+	defer eventTimer.Stop()
+	report := func(draining bool) {
+		if opt.Progress == nil {
+			return
+		}
+		p := Progress{Scenario: sc.Name, Elapsed: time.Since(start), Duration: opt.Duration, Draining: draining}
+		for _, r := range runs {
+			p.Requests += r.ck.issued.Load()
+			p.Finals += r.ck.finals.Load()
+		}
+		opt.Progress(p)
+	}
+	for done := 0; done < len(runs); {
+		var next time.Duration = time.Hour
+		if len(events) > 0 {
+			next = time.Until(start.Add(time.Duration(events[0].At * float64(opt.Duration))))
+		}
+		eventTimer.Reset(max(next, 0))
+		select {
+		case <-eventTimer.C:
+			if len(events) > 0 {
+				if err := applyEvent(&events[0], fleet, runs); err != nil {
+					cancel()
+					waitRuns(runs)
+					return nil, fmt.Errorf("event at %v of %s: %w", events[0].At, sc.Name, err)
+				}
+				events = events[1:]
+			}
+		case <-progress.C:
+			report(time.Since(start) >= opt.Duration)
+		case <-runs[done].pollDone:
+			done++
+		case <-ctx.Done():
+			waitRuns(runs)
+			return nil, ctx.Err()
+		}
+	}
+	report(true)
+
+	out := make([]Report, len(runs))
+	for i, r := range runs {
+		out[i] = r.finish(&sc, &opt)
+	}
+	return out, nil
+}
+
+// applyEvent changes the fleet's profiles or, for a client event, every
+// client's settings while it sends and polls (SPEC §6: settings changed
+// under load).
+func applyEvent(e *Event, fleet *Fleet, runs []*clientRun) error {
+	if e.Client == nil {
+		return fleet.Set(e.Select, e.Profile)
+	}
+	for _, r := range runs {
+		if err := e.Client(r.c, simZone, fleet.Labels(), r.retryOn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitRuns(runs []*clientRun) {
+	for _, r := range runs {
+		<-r.pollDone
+		<-r.sendDone
+	}
+}
+
+// clientRun is one client (read retry on or off) with its transport,
+// sender and poller.
+type clientRun struct {
+	retryOn bool
+	opt     *Options
+	c       *retry.Client
+	tr      *tcp.Transport
+	w       *Workload
+	ck      *checker
+	start   time.Time
+
+	sendDone chan struct{}
+	pollDone chan struct{}
+
+	// Poller-owned samples of the context table at its fullest.
+	peakLen   int
+	peakBytes int64
+	// Longest gaps between two loop turns beyond the expected wait, one per
+	// goroutine (each written by its own goroutine, read after it ended).
+	sendStall, pollStall time.Duration
+}
+
+// stallSince returns how much longer than expected it has been since prev.
+func stallSince(prev time.Time, now time.Time, expected time.Duration) time.Duration {
+	return max(now.Sub(prev)-expected, 0)
+}
+
+func newClientRun(on bool, sc *Scenario, opt *Options, fleet *Fleet, w *Workload) (*clientRun, error) {
+	tr, err := tcp.New(tcp.Config{
+		Resolve:     fleet.Resolve,
+		DialTimeout: 500 * time.Millisecond,
+		Backoff:     backoff.Decorrelated{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond},
+		StableAfter: 200 * time.Millisecond,
+		Logger:      opt.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout})
+	if err != nil {
+		_ = tr.Close()
+		return nil, err
+	}
+	r := &clientRun{retryOn: on, opt: opt, c: c, tr: tr, w: w,
+		ck:       newChecker(w, opt.capacity(), 0),
+		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
+	if on {
+		r.ck.maxRetries = max(opt.MaxRetries, sc.MaxRetries)
+		if err := c.SetReadRetryTimeout(opt.SimpleBudget, opt.ComplexBudget); err != nil {
+			r.close()
+			return nil, err
+		}
+		if sc.MaxContexts > 0 {
+			c.SetReadRetryMaxContextCountPerZone(sc.MaxContexts)
+		}
+	}
+	conf := ConfList(opt.MaxRetries)
+	// A proxy that refuses connections at the start is logged by the
+	// engine and reconnected by the transport; it is not an error here.
+	if err := c.ApplyRoute(simZone, fleet.Labels(), conf); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *clientRun) close() {
+	_ = r.c.Close()
+	_ = r.tr.Close()
+}
+
+// send is the open-loop generator: every millisecond it issues the
+// requests due by then at the configured rate, whatever has come back.
+func (r *clientRun) send(ctx context.Context) {
+	defer close(r.sendDone)
+	opt, ck := r.opt, r.ck
+	limit := uint64(len(ck.states))
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	var op Op
+	var req retry.Request
+	var bufs RequestBuffers
+	prev := time.Now()
+	for {
+		now := time.Now()
+		r.sendStall = max(r.sendStall, stallSince(prev, now, time.Millisecond))
+		el := now.Sub(r.start)
+		due := min(uint64(el.Seconds()*float64(opt.Rate))+1, limit)
+		for id := ck.issued.Load() + 1; id <= due; id++ {
+			st := &ck.states[id-1]
+			ck.issued.Store(id)
+			r.w.Op(id, &op)
+			r.w.Request(&op, &req, &bufs)
+			st.sentAt.Store(int64(time.Since(r.start)))
+			seq, err := r.c.Send(simZone, &req)
+			if err != nil {
+				st.failed.Store(true)
+				ck.refusedN.Add(1)
+				continue
+			}
+			st.seq.Store(seq)
+		}
+		if due >= limit || el >= opt.Duration {
+			return
+		}
+		prev = time.Now()
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// poll drives the client: it drains RecvResponse into the checker, sleeps
+// on the transport until a frame arrives or the engine's next deadline, and
+// once sending is over waits for every final result and for the engine to
+// release every context and timer (SPEC §6: nothing leaks).
+func (r *clientRun) poll(ctx context.Context) {
+	defer close(r.pollDone)
+	ck := r.ck
+	var drainBy time.Time
+	lastSample := time.Time{}
+	for {
+		r.drain()
+		now := time.Now()
+		if now.Sub(lastSample) >= 20*time.Millisecond {
+			r.sample()
+			lastSample = now
+		}
+		select {
+		case <-r.sendDone:
+			if drainBy.IsZero() {
+				drainBy = now.Add(r.opt.WaitTimeout + r.opt.ComplexBudget + time.Second)
+			}
+		case <-ctx.Done():
+			return
+		default:
+		}
+		if !drainBy.IsZero() {
+			if ck.finals.Load()+ck.refusedN.Load() >= ck.issued.Load() {
+				break
+			}
+			if now.After(drainBy) {
+				return // finish reports what is missing
+			}
+		}
+		r.wait()
+	}
+	// Every final result is in: let the engine release the last one, then
+	// wait for lingering timers (those of requests that ended before their
+	// first timer's handle was published fire into nothing).
+	leakBy := time.Now().Add(r.opt.WaitTimeout + r.opt.ComplexBudget + time.Second)
+	for {
+		r.drain()
+		reqs, timers := r.c.InFlight(simZone)
+		if reqs == 0 && timers == 0 || time.Now().After(leakBy) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		default:
+		}
+		r.wait()
+	}
+}
+
+func (r *clientRun) drain() {
+	for {
+		rsp, ok := r.c.RecvResponse()
+		if !ok {
+			return
+		}
+		r.ck.onResponse(rsp, time.Since(r.start))
+	}
+}
+
+// wait sleeps until a frame arrives or the engine's next deadline, at most
+// 5 ms, and notes by how much it overslept (for the stall figure).
+func (r *clientRun) wait() {
+	d := 5 * time.Millisecond
+	if t, ok := r.c.NextDeadline(); ok {
+		d = min(max(time.Until(t), 200*time.Microsecond), d)
+	}
+	start := time.Now()
+	r.tr.Wait(d)
+	// A wait that oversleeps its timeout is the goroutine not being run.
+	r.pollStall = max(r.pollStall, stallSince(start, time.Now(), d))
+}
+
+// sample records the context table's memory at its fullest.
+func (r *clientRun) sample() {
+	ts, err := r.c.TableStats(simZone)
+	if err != nil || ts.Len <= r.peakLen {
+		return
+	}
+	r.peakLen = ts.Len
+	r.peakBytes = ts.SlabBytes + int64(ts.IndexCells)*16
+}
+
+// finish completes the report once the poller is done.
+func (r *clientRun) finish(sc *Scenario, opt *Options) Report {
+	<-r.sendDone
+	ck := r.ck
+	ck.finish()
+	rep := ck.rep
+	rep.Scenario, rep.Retry, rep.Seconds, rep.Rate = sc.Name, r.retryOn, opt.Duration.Seconds(), opt.Rate
+	if st, err := r.c.Stats(simZone); err == nil {
+		rep.RetriesTimeout, rep.RetriesErrorCode = st.RetriesTimeout, st.RetriesErrorCode
+		rep.Retries = st.RetriesTimeout + st.RetriesErrorCode
+		rep.DuplicatesDropped = st.DuplicatesDropped
+		rep.PeakContexts = st.PeakContexts
+		rep.CapHits = st.CapHits
+		rep.ContextsLeaked = st.Contexts
+	}
+	rep.RequestsLeaked, rep.TimersLeaked = r.c.InFlight(simZone)
+	if rep.ContextsLeaked != 0 || rep.RequestsLeaked != 0 || rep.TimersLeaked != 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("leak: %d contexts, %d requests, %d timers held at the end",
+			rep.ContextsLeaked, rep.RequestsLeaked, rep.TimersLeaked))
+	}
+	if r.peakLen > 0 {
+		rep.BytesPerContext = r.peakBytes / int64(r.peakLen)
+	}
+	rep.MaxStallMs = ms(max(r.sendStall, r.pollStall))
+	if sc.Expect != nil {
+		rep.Violations = append(rep.Violations, sc.Expect(sc, &rep)...)
+	}
+	if rep.Violations == nil {
+		rep.Violations = []string{} // an empty JSON array, not null
+	}
+	return rep
+}

@@ -1,0 +1,257 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/readretry/readretry/retry"
+)
+
+// Scenario is a named fault setting for a run: every proxy's starting
+// profile, changes at set points of the run, and checks particular to it.
+type Scenario struct {
+	// Name is the -scenario flag's word for it, e.g. "blackhole-host".
+	Name  string
+	About string // one line, for -scenario help
+	// Base is every proxy's profile at the start.
+	Base Profile
+	// Events change profiles during the run, in order of At.
+	Events []Event
+	// MaxContexts is the zone's context cap (SPEC R2) for the run; 0 means
+	// the engine's default.
+	MaxContexts int
+	// MaxRetries is the most re-sends any request may make when the
+	// scenario's events raise ReadRetryMaxCnt above Options.MaxRetries (the
+	// checker's limit on attempts is then MaxRetries+1).
+	MaxRetries int
+	// Expect returns the scenario's own broken expectations for a report
+	// (beyond the invariants every run checks); nil means none.
+	Expect func(sc *Scenario, r *Report) []string
+}
+
+// Event sets the profile of the selected proxies when a share At (0..1)
+// of the run's duration has passed; At 0 applies before the first request.
+// An event with Client set changes the clients' settings instead, while
+// they send and poll.
+type Event struct {
+	At      float64  // share of the run's duration, 0..1
+	Select  Selector // the proxies a profile event changes
+	Profile Profile  // their new profile
+	// Client, if set, is called for each client with the zone, the fleet's
+	// route and whether that client runs with read retry on; its error
+	// ends the run.
+	Client func(c *retry.Client, zone retry.Zone, route []retry.Proxy, retryOn bool) error
+}
+
+// healthy is the scenarios' baseline proxy: lognormal latency with a 1 ms
+// median and a short tail.
+var healthy = Profile{Latency: Latency{P50: time.Millisecond, P99: 5 * time.Millisecond}}
+
+func with(p Profile, f func(*Profile)) Profile { f(&p); return p }
+
+// Scenarios returns the built-in scenarios, in the order rrsim runs them.
+// The slice is new on each call.
+func Scenarios() []Scenario {
+	dark := with(healthy, func(p *Profile) { p.Drop = 1 })
+	return []Scenario{
+		{
+			Name:  "steady",
+			About: "healthy proxies: p50 1 ms, p99 5 ms",
+			Base:  healthy,
+		},
+		{
+			Name:   "blackhole-host",
+			About:  "every proxy of host 1 takes requests and never answers",
+			Base:   healthy,
+			Events: []Event{{At: 0, Select: HostSel(0), Profile: dark}},
+		},
+		{
+			Name:  "error-codes",
+			About: "5% of answers are -7953 (PROXY_ERR_SWIFT_TIMEOUT)",
+			Base:  with(healthy, func(p *Profile) { p.Error = 0.05 }),
+		},
+		{
+			Name:  "slow-tail",
+			About: "lognormal latency, p50 1 ms, p99 250 ms",
+			Base:  with(healthy, func(p *Profile) { p.Latency = Latency{P50: time.Millisecond, P99: 250 * time.Millisecond} }),
+		},
+		{
+			Name:  "stream-cut",
+			About: "complex answers cut after 2 packets (20%), stalled 400 ms mid-stream (5%), connection closed mid-stream (0.2%)",
+			Base: with(healthy, func(p *Profile) {
+				p.PacketRecords, p.Cut, p.CutAfter = 4, 0.2, 2
+				p.Stall, p.StallFor = 0.05, 400*time.Millisecond
+				p.Close = 0.002
+			}),
+		},
+		{
+			Name:  "flapping",
+			About: "host 2 goes dark at 20% and comes back at 45%; host 3 refuses connections from 55% to 80%",
+			Base:  healthy,
+			Events: []Event{
+				{At: 0.20, Select: HostSel(1), Profile: dark},
+				{At: 0.45, Select: HostSel(1), Profile: healthy},
+				{At: 0.55, Select: HostSel(2), Profile: with(healthy, func(p *Profile) { p.Refuse = true })},
+				{At: 0.80, Select: HostSel(2), Profile: healthy},
+			},
+		},
+		{
+			Name:   "all-down",
+			About:  "every proxy takes requests and never answers: each read ends with one -19219, each write with -16659",
+			Base:   dark,
+			Expect: expectAllDown,
+		},
+		{
+			Name:        "cap",
+			About:       "20 ms answers and a cap of 16 contexts: reads beyond it go without retry and are still answered",
+			Base:        Profile{Latency: Latency{P50: 20 * time.Millisecond}},
+			MaxContexts: 16,
+			Expect:      expectCap,
+		},
+		{
+			Name:  "settings",
+			About: "budgets, ReadRetryMaxCnt, the route and the cap change under load (2% drops, p99 50 ms)",
+			Base: with(healthy, func(p *Profile) {
+				p.Latency.P99, p.Drop, p.PacketRecords = 50*time.Millisecond, 0.02, 4
+			}),
+			MaxRetries: 3,
+			Events:     settingsEvents(),
+		},
+		{
+			Name:  "duplicates",
+			About: "5% of packets are sent twice: each record still reaches the caller once",
+			Base:  with(healthy, func(p *Profile) { p.Dup = 0.05; p.PacketRecords = 4 }),
+		},
+	}
+}
+
+// settingsEvents change the clients' settings five times during the run
+// (SPEC §1 R1, R2, R5 at run time; §6 settings changed under load). The
+// retry-off client gets the route and configuration changes but keeps its
+// budgets at zero, so it stays without read retry.
+func settingsEvents() []Event {
+	route := func(keep func(i int, p retry.Proxy) bool, maxRetries int) func(*retry.Client, retry.Zone, []retry.Proxy, bool) error {
+		return func(c *retry.Client, z retry.Zone, all []retry.Proxy, _ bool) error {
+			var rt []retry.Proxy
+			for i, p := range all {
+				if keep(i, p) {
+					rt = append(rt, p)
+				}
+			}
+			return c.ApplyRoute(z, rt, ConfList(maxRetries))
+		}
+	}
+	onlyOn := func(f func(c *retry.Client) error) func(*retry.Client, retry.Zone, []retry.Proxy, bool) error {
+		return func(c *retry.Client, _ retry.Zone, _ []retry.Proxy, on bool) error {
+			if !on {
+				return nil
+			}
+			return f(c)
+		}
+	}
+	return []Event{
+		{At: 0.2, Client: onlyOn(func(c *retry.Client) error { return c.SetReadRetryTimeout(120*time.Millisecond, 240*time.Millisecond) })},
+		{At: 0.35, Client: route(func(i int, _ retry.Proxy) bool { return i%3 != 0 }, 1)},
+		{At: 0.5, Client: onlyOn(func(c *retry.Client) error { c.SetReadRetryMaxContextCountPerZone(8); return nil })},
+		{At: 0.65, Client: route(func(int, retry.Proxy) bool { return true }, 3)},
+		{At: 0.8, Client: onlyOn(func(c *retry.Client) error {
+			c.SetReadRetryMaxContextCountPerZone(0)
+			return c.SetReadRetryTimeout(300*time.Millisecond, 600*time.Millisecond)
+		})},
+	}
+}
+
+// DefaultScenarios are the scenarios rrsim runs with no -scenario flag.
+var DefaultScenarios = []string{"steady", "blackhole-host", "error-codes", "slow-tail", "stream-cut", "flapping", "all-down", "cap", "duplicates", "settings"}
+
+// ErrUnknownScenario: a name no built-in scenario has.
+var ErrUnknownScenario = errors.New("sim: unknown scenario")
+
+// LookupScenario returns the built-in scenario called name.
+func LookupScenario(name string) (Scenario, error) {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return Scenario{}, fmt.Errorf("%w: %q (have %s)", ErrUnknownScenario, name, strings.Join(scenarioNames(), ", "))
+}
+
+func scenarioNames() []string {
+	var out []string
+	for _, s := range Scenarios() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// ParseScenarios parses rrsim's -scenario flag: "" or "default" for
+// DefaultScenarios, "all" for every built-in scenario, or a comma-separated
+// list of names (each once, in the order given). Errors wrap
+// ErrUnknownScenario.
+func ParseScenarios(s string) ([]Scenario, error) {
+	s = strings.TrimSpace(s)
+	var names []string
+	switch s {
+	case "", "default":
+		names = DefaultScenarios
+	case "all":
+		names = scenarioNames()
+	default:
+		for _, n := range strings.Split(s, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				return nil, fmt.Errorf("%w: empty name in %q", ErrUnknownScenario, s)
+			}
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	out := make([]Scenario, 0, len(names))
+	for _, n := range names {
+		sc, err := LookupScenario(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// expectAllDown: with every proxy dark, each read with retry ends with
+// exactly one -19219 and each write (and each read without retry) with the
+// ordinary wait timeout.
+func expectAllDown(_ *Scenario, r *Report) []string {
+	var out []string
+	if r.Retry {
+		if r.ReadRetryTimeouts != r.Reads {
+			out = append(out, fmt.Sprintf("all-down: %d reads but %d ended with -19219", r.Reads, r.ReadRetryTimeouts))
+		}
+		if r.WaitTimeouts != r.Writes {
+			out = append(out, fmt.Sprintf("all-down: %d writes but %d ended with -16659", r.Writes, r.WaitTimeouts))
+		}
+	} else if r.WaitTimeouts != r.Requests {
+		out = append(out, fmt.Sprintf("all-down: %d requests without retry but %d ended with -16659", r.Requests, r.WaitTimeouts))
+	}
+	if r.OK != 0 {
+		out = append(out, fmt.Sprintf("all-down: %d requests answered OK by dark proxies", r.OK))
+	}
+	return out
+}
+
+// expectCap: the cap bounds the contexts, and reads over it are still
+// answered (healthy proxies).
+func expectCap(sc *Scenario, r *Report) []string {
+	var out []string
+	if r.Retry && sc.MaxContexts > 0 && r.PeakContexts > int64(sc.MaxContexts) {
+		out = append(out, fmt.Sprintf("cap: %d contexts held at once, cap %d", r.PeakContexts, sc.MaxContexts))
+	}
+	if r.OK != r.Requests {
+		out = append(out, fmt.Sprintf("cap: %d of %d requests answered OK", r.OK, r.Requests))
+	}
+	return out
+}

@@ -1,0 +1,298 @@
+package sim
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testOptions are short runs for go test: 0.5 s of requests at 400/s per
+// mode and a shorter wait, so that a scenario takes about a second even
+// under -race; the budgets stay rrsim's, so that a busy machine's stalls
+// (tens of ms here) do not turn into timeouts.
+func testOptions() Options {
+	return Options{
+		Duration:      500 * time.Millisecond,
+		Rate:          400,
+		SimpleBudget:  300 * time.Millisecond,
+		ComplexBudget: 600 * time.Millisecond,
+		WaitTimeout:   500 * time.Millisecond,
+		Seed:          7,
+	}
+}
+
+func runScenario(t *testing.T, sc Scenario, opt Options) (on, off *Report) {
+	t.Helper()
+	rs, err := Run(context.Background(), sc, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || !rs[0].Retry || rs[1].Retry {
+		t.Fatalf("reports: %+v", rs)
+	}
+	for i := range rs {
+		r := &rs[i]
+		t.Logf("%s retry=%v: requests %d reads %d ok %d -19219 %d wait-timeouts %d other %d retries %d dups %d p50 %.2fms p99.9 %.2fms peak %d caphits %d",
+			r.Scenario, r.Retry, r.Requests, r.Reads, r.OK, r.ReadRetryTimeouts, r.WaitTimeouts, r.OtherErrors,
+			r.Retries, r.DuplicatesDropped, r.P50Ms, r.P999Ms, r.PeakContexts, r.CapHits)
+		if r.Requests == 0 || r.Reads == 0 || r.Writes == 0 {
+			t.Errorf("retry=%v: no traffic: %+v", r.Retry, r)
+		}
+		if r.FinalResults != r.Requests {
+			t.Errorf("retry=%v: %d final results for %d requests", r.Retry, r.FinalResults, r.Requests)
+		}
+		if r.ReadRetryTimeouts+r.WaitTimeouts+r.OtherErrors+r.OK != r.FinalResults {
+			t.Errorf("retry=%v: results do not add up: %+v", r.Retry, r)
+		}
+		if !r.Retry && (r.Retries != 0 || r.ReadRetryTimeouts != 0 || r.MaxAttempts > 1 || r.PeakContexts != 0) {
+			t.Errorf("retry off but the engine retried: %+v", r)
+		}
+	}
+	return &rs[0], &rs[1]
+}
+
+func mustPass(t *testing.T, r *Report) {
+	t.Helper()
+	if !r.Passed() {
+		t.Errorf("%s retry=%v: invariants broken:\n%s", r.Scenario, r.Retry, strings.Join(r.Violations, "\n"))
+	}
+}
+
+func scenario(t *testing.T, name string) Scenario {
+	t.Helper()
+	sc, err := LookupScenario(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestScenarios runs every built-in scenario briefly with read retry on and
+// off and checks the invariants (zero missing or duplicated records,
+// exactly one final result per request, attempts within retries+1, every
+// context, request and timer released) and each scenario's point.
+func TestScenarios(t *testing.T) {
+	t.Run("steady", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "steady"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.ReadsOK != on.Reads || off.ReadsOK != off.Reads {
+			t.Errorf("healthy proxies: reads ok %d/%d on, %d/%d off", on.ReadsOK, on.Reads, off.ReadsOK, off.Reads)
+		}
+	})
+	t.Run("blackhole-host", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "blackhole-host"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.ReadsOK != on.Reads {
+			t.Errorf("retry on: %d of %d reads ok; a re-send goes to another host (SPEC R13)", on.ReadsOK, on.Reads)
+		}
+		if off.ReadsOK >= off.Reads || off.WaitTimeouts == 0 {
+			t.Errorf("retry off: %d of %d reads ok, %d wait timeouts: the dark host should cost reads", off.ReadsOK, off.Reads, off.WaitTimeouts)
+		}
+		if on.RetriesTimeout == 0 {
+			t.Error("retry on: no timeout retries")
+		}
+	})
+	t.Run("error-codes", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "error-codes"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.RetriesErrorCode == 0 || off.OtherErrors == 0 {
+			t.Errorf("error-code retries %d on, -7953 delivered %d off", on.RetriesErrorCode, off.OtherErrors)
+		}
+	})
+	t.Run("slow-tail", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "slow-tail"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.RetriesTimeout == 0 {
+			t.Error("retry on: no hedged re-sends in a long tail")
+		}
+	})
+	t.Run("stream-cut", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "stream-cut"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.RetriesTimeout == 0 {
+			t.Error("retry on: cut streams were not resumed")
+		}
+	})
+	t.Run("flapping", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "flapping"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+	})
+	t.Run("all-down", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "all-down"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.ReadRetryTimeouts != on.Reads || on.MaxAttempts != 3 {
+			t.Errorf("retry on: %d reads, %d ended -19219, max attempts %d", on.Reads, on.ReadRetryTimeouts, on.MaxAttempts)
+		}
+	})
+	t.Run("cap", func(t *testing.T) {
+		sc := scenario(t, "cap")
+		sc.MaxContexts = 3 // 400/s × 20 ms keeps about 8 reads in flight
+		on, off := runScenario(t, sc, testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.CapHits == 0 || on.PeakContexts > 3 {
+			t.Errorf("cap 3: %d cap hits, peak %d contexts", on.CapHits, on.PeakContexts)
+		}
+	})
+	t.Run("settings", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "settings"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.MaxAttempts > 4 {
+			t.Errorf("retry on: %d attempts, ReadRetryMaxCnt never above 3", on.MaxAttempts)
+		}
+	})
+	t.Run("duplicates", func(t *testing.T) {
+		on, off := runScenario(t, scenario(t, "duplicates"), testOptions())
+		mustPass(t, on)
+		mustPass(t, off)
+		if on.DuplicatesDropped == 0 || off.DuplicatesDropped == 0 {
+			t.Errorf("duplicates dropped: %d on, %d off", on.DuplicatesDropped, off.DuplicatesDropped)
+		}
+	})
+}
+
+// TestChecksCatchWrongAnswers: proxies serving another dataset than the
+// workload's (other values; other stream lengths) must break the checks —
+// the checker is not vacuous.
+func TestChecksCatchWrongAnswers(t *testing.T) {
+	opt := testOptions()
+	opt.Duration = 200 * time.Millisecond
+	opt.Modes = []bool{true}
+	for _, c := range []struct {
+		name string
+		data *Dataset
+		want func(r *Report) bool
+	}{
+		{"values", NewDataset(opt.Seed + 1), func(r *Report) bool { return r.RecordsWrong > 0 }},
+		{"streams", &Dataset{Keys: 100_000, Parts: 1_000, MaxStream: 20, Seed: opt.Seed},
+			func(r *Report) bool { return r.RecordsMissing > 0 || r.RecordsWrong > 0 }},
+		{"absent keys", &Dataset{Keys: 10, Parts: 1_000, MaxStream: 60, Seed: opt.Seed},
+			func(r *Report) bool { return r.RecordsWrong > 0 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rs, err := run(context.Background(), scenario(t, "steady"), opt, c.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &rs[0]
+			if r.Passed() || !c.want(r) {
+				t.Fatalf("wrong answers passed: passed=%v wrong=%d missing=%d", r.Passed(), r.RecordsWrong, r.RecordsMissing)
+			}
+		})
+	}
+}
+
+// TestRunCount: Options.Requests sends exactly that many per mode.
+func TestRunCount(t *testing.T) {
+	opt := testOptions()
+	opt.Requests, opt.Rate = 150, 1000
+	on, off := runScenario(t, scenario(t, "steady"), opt)
+	if on.Requests != 150 || off.Requests != 150 {
+		t.Fatalf("requests %d on, %d off, want 150", on.Requests, off.Requests)
+	}
+	mustPass(t, on)
+	mustPass(t, off)
+}
+
+func TestRunErrors(t *testing.T) {
+	sc := scenario(t, "steady")
+	for _, opt := range []Options{{Rate: -1}, {MaxRetries: 9}, {Duration: 2 * time.Hour}, {Rate: 2_000_000}} {
+		if _, err := Run(context.Background(), sc, opt); err == nil {
+			t.Errorf("Run with %+v: no error", opt)
+		}
+	}
+	bad := sc
+	bad.Base.Drop = 2
+	if _, err := Run(context.Background(), bad, testOptions()); err == nil {
+		t.Error("Run with an invalid profile: no error")
+	}
+	bad = sc
+	bad.Events = []Event{{At: 1.5, Select: All}}
+	if _, err := Run(context.Background(), bad, testOptions()); err == nil {
+		t.Error("Run with an event after the end: no error")
+	}
+	bad = sc
+	bad.Events = []Event{{At: 0, Select: HostSel(9)}}
+	if _, err := Run(context.Background(), bad, testOptions()); err == nil {
+		t.Error("Run with an event on a host that does not exist: no error")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, sc, testOptions()); err == nil {
+		t.Error("Run with a cancelled context: no error")
+	}
+}
+
+func TestParseScenarios(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"", DefaultScenarios},
+		{"default", DefaultScenarios},
+		{"all", scenarioNames()},
+		{"cap, steady,cap", []string{"cap", "steady"}},
+	} {
+		got, err := ParseScenarios(c.in)
+		if err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		var names []string
+		for _, s := range got {
+			names = append(names, s.Name)
+		}
+		if strings.Join(names, ",") != strings.Join(c.want, ",") {
+			t.Errorf("%q: %v, want %v", c.in, names, c.want)
+		}
+	}
+	for _, in := range []string{"nope", "steady,", ",", "steady,nope"} {
+		if _, err := ParseScenarios(in); err == nil {
+			t.Errorf("%q: no error", in)
+		}
+	}
+	if len(DefaultScenarios) < 9 {
+		t.Fatal("fewer than eight default scenarios")
+	}
+	for _, s := range Scenarios() {
+		if err := s.Base.Validate(); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+}
+
+// FuzzParseScenarios: any flag value gives scenarios or an error, never a
+// panic, and every scenario returned is a built-in one, once.
+func FuzzParseScenarios(f *testing.F) {
+	for _, s := range []string{"", "all", "default", "steady,cap", " slow-tail ", ",,", "steady,steady"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseScenarios(s)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, sc := range got {
+			if seen[sc.Name] {
+				t.Fatalf("%q: %s twice", s, sc.Name)
+			}
+			seen[sc.Name] = true
+			if _, err := LookupScenario(sc.Name); err != nil {
+				t.Fatalf("%q: %v", s, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,263 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/wire"
+)
+
+// proxyConn is one proxy's connection state. The reader goroutine
+// (readLoop) owns dialing and the receive ring's producer side; the writer
+// goroutine (writeLoop) owns the spare write buffer; everything under wmu is
+// shared with Send.
+type proxyConn struct {
+	t     *Transport
+	id    retry.ProxyID
+	proxy retry.Proxy
+	ring  *ring
+
+	up   atomic.Bool // a connection is attached
+	full atomic.Bool // the write buffer reached MaxPending
+
+	wmu     sync.Mutex
+	nc      net.Conn // the current connection; nil while down or after shut
+	wbuf    []byte   // frames queued by Send, each with its length prefix
+	wframes int      // frames in wbuf
+	shutOff bool     // Close was called
+
+	kick chan struct{} // capacity 1: the writer has work
+}
+
+// dial makes one connection attempt, bounded by DialTimeout and by Close.
+func (c *proxyConn) dial() (net.Conn, error) {
+	addr, err := c.t.cfg.Resolve(c.proxy)
+	if err != nil {
+		c.t.stats.dialFails.Add(1)
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.t.ctx, c.t.cfg.DialTimeout)
+	defer cancel()
+	nc, err := c.t.cfg.Dial(ctx, "tcp", addr)
+	if err != nil {
+		c.t.stats.dialFails.Add(1)
+		return nil, err
+	}
+	return nc, nil
+}
+
+// attach makes nc the proxy's connection; false if the transport is closing
+// (nc is then closed).
+func (c *proxyConn) attach(nc net.Conn) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.shutOff {
+		_ = nc.Close()
+		return false
+	}
+	c.nc = nc
+	c.full.Store(false)
+	c.up.Store(true)
+	c.t.stats.connects.Add(1)
+	return true
+}
+
+// detach drops nc if it is still the proxy's connection: unwritten frames
+// are lost (the engine re-sends what it covers) and the proxy becomes
+// unavailable.
+func (c *proxyConn) detach(nc net.Conn) {
+	c.wmu.Lock()
+	if c.nc == nc {
+		c.nc = nil
+		c.up.Store(false)
+		c.t.stats.framesLost.Add(uint64(c.wframes))
+		c.wbuf, c.wframes = c.wbuf[:0], 0
+		c.full.Store(false)
+		c.t.stats.disconnects.Add(1)
+	}
+	c.wmu.Unlock()
+	_ = nc.Close()
+}
+
+// shut closes the connection for Close; the goroutines see t.stop.
+func (c *proxyConn) shut() {
+	c.wmu.Lock()
+	c.shutOff = true
+	if c.nc != nil {
+		_ = c.nc.Close()
+	}
+	c.wmu.Unlock()
+}
+
+// readLoop is the proxy's reader goroutine: it reads frames from the
+// current connection into the ring, and on any error reconnects with
+// backoff, until Close. first is Open's connection, already attached, or
+// nil if that attempt failed.
+func (c *proxyConn) readLoop(first net.Conn) {
+	t := c.t
+	defer t.wg.Done()
+	nc := first
+	retries := 0
+	var prev time.Duration
+	for {
+		if nc == nil {
+			retries++
+			prev = t.cfg.Backoff.Delay(retries, prev)
+			if !c.sleep(prev) {
+				return
+			}
+			var err error
+			if nc, err = c.dial(); err != nil {
+				if !t.closed.Load() {
+					t.log.LogAttrs(context.Background(), slog.LevelDebug, "tcp: dial failed",
+						slog.String("proxy", c.proxy.String()), slog.String("error", err.Error()))
+				}
+				continue
+			}
+		}
+		if nc != first && !c.attach(nc) {
+			return
+		}
+		first = nil
+		t.log.LogAttrs(context.Background(), slog.LevelDebug, "tcp: connected",
+			slog.String("proxy", c.proxy.String()), slog.String("addr", nc.RemoteAddr().String()))
+		since := time.Now()
+		err := c.readFrames(nc)
+		c.detach(nc)
+		nc = nil
+		if t.closed.Load() {
+			return
+		}
+		if time.Since(since) >= t.cfg.StableAfter {
+			retries, prev = 0, 0
+		}
+		t.log.LogAttrs(context.Background(), slog.LevelInfo, "tcp: connection lost",
+			slog.String("proxy", c.proxy.String()), slog.String("error", err.Error()))
+	}
+}
+
+// sleep waits d or until Close; false means Close.
+func (c *proxyConn) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return !c.t.closed.Load()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-c.t.stop:
+		return false
+	}
+}
+
+var errStopped = errors.New("tcp: transport closed")
+
+// readFrames copies frames from nc into the ring until an error.
+func (c *proxyConn) readFrames(nc net.Conn) error {
+	t := c.t
+	r := wire.NewReader(nc, t.cfg.MaxFrameSize)
+	for {
+		f, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if !c.ring.push(f, t.stop) {
+			return errStopped
+		}
+		t.stats.framesRecv.Add(1)
+		t.stats.bytesRecv.Add(uint64(len(f)))
+		t.published()
+	}
+}
+
+// send queues frame for the writer.
+func (c *proxyConn) send(frame []byte) error {
+	t := c.t
+	if !c.up.Load() {
+		t.stats.sendUnavail.Add(1)
+		if t.closed.Load() {
+			return ErrClosed
+		}
+		return retry.ErrUnavailable
+	}
+	if len(frame) > wire.MaxFrameSize {
+		return wire.ErrTooLarge
+	}
+	c.wmu.Lock()
+	if c.nc == nil {
+		c.wmu.Unlock()
+		t.stats.sendUnavail.Add(1)
+		if t.closed.Load() {
+			return ErrClosed
+		}
+		return retry.ErrUnavailable
+	}
+	if len(c.wbuf)+wire.StreamPrefixSize+len(frame) > t.cfg.MaxPending && len(c.wbuf) > 0 {
+		c.full.Store(true)
+		c.wmu.Unlock()
+		t.stats.sendFull.Add(1)
+		return ErrWriteQueueFull
+	}
+	wasEmpty := len(c.wbuf) == 0
+	c.wbuf, _ = wire.AppendStreamFrame(c.wbuf, frame) // size checked above
+	c.wframes++
+	c.wmu.Unlock()
+	t.stats.framesSent.Add(1)
+	t.stats.bytesSent.Add(uint64(wire.StreamPrefixSize + len(frame)))
+	if wasEmpty {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// writeLoop is the proxy's writer goroutine: each time Send queues frames
+// into an empty buffer it takes the whole buffer, leaving its spare in its
+// place, and writes it with one system call.
+func (c *proxyConn) writeLoop() {
+	t := c.t
+	defer t.wg.Done()
+	var spare []byte
+	for {
+		select {
+		case <-c.kick:
+		case <-t.stop:
+			return
+		}
+		for {
+			c.wmu.Lock()
+			nc := c.nc
+			if len(c.wbuf) == 0 || nc == nil {
+				c.wmu.Unlock()
+				break
+			}
+			out, frames := c.wbuf, c.wframes
+			c.wbuf, c.wframes = spare[:0], 0
+			c.wmu.Unlock()
+
+			_ = nc.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+			_, err := nc.Write(out)
+			t.stats.writes.Add(1)
+			spare = out[:0]
+			if err == nil {
+				// The proxy accepts bytes again: let the engine choose it.
+				c.full.Store(false)
+			} else {
+				// The reader sees the closed connection and reconnects;
+				// anything queued meanwhile is dropped by detach.
+				t.stats.framesLost.Add(uint64(frames))
+				c.detach(nc)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,379 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/retry/backoff"
+	"github.com/readretry/readretry/wire"
+)
+
+// Defaults of Config.
+const (
+	// DefaultDialTimeout bounds one connection attempt.
+	DefaultDialTimeout = time.Second
+	// DefaultRecvBuffer is the size in bytes of each proxy's receive ring.
+	DefaultRecvBuffer = 256 << 10
+	// DefaultMaxPending is how many bytes may wait in one proxy's write
+	// buffer before Send fails with ErrWriteQueueFull.
+	DefaultMaxPending = 4 << 20
+	// DefaultWriteTimeout bounds one write system call; a proxy that takes
+	// longer to accept bytes is treated as broken and reconnected.
+	DefaultWriteTimeout = 5 * time.Second
+	// DefaultStableAfter is how long a connection must stay up for the
+	// reconnect backoff to start again from its first delay.
+	DefaultStableAfter = time.Second
+)
+
+// DefaultBackoff is the reconnect backoff when Config.Backoff is nil:
+// decorrelated jitter from 10 ms, capped at 1 s, so that clients that lost
+// a proxy together do not redial it together.
+var DefaultBackoff backoff.Strategy = backoff.Decorrelated{Base: 10 * time.Millisecond, Max: time.Second}
+
+// Errors returned by the Transport. The ones a Send can return wrap
+// retry.ErrUnavailable, so that the engine treats them all as "try another
+// proxy".
+var (
+	// ErrClosed: the Transport was closed.
+	ErrClosed = fmt.Errorf("tcp: transport closed: %w", retry.ErrUnavailable)
+	// ErrUnknownProxy: Send or Available for a ProxyID that Open never saw.
+	ErrUnknownProxy = fmt.Errorf("tcp: unknown proxy: %w", retry.ErrUnavailable)
+	// ErrWriteQueueFull: the proxy's write buffer holds Config.MaxPending
+	// bytes (the proxy or the network is not keeping up).
+	ErrWriteQueueFull = fmt.Errorf("tcp: write queue full: %w", retry.ErrUnavailable)
+	// ErrProxyConflict: Open was called again for a ProxyID with another
+	// endpoint.
+	ErrProxyConflict = errors.New("tcp: proxy id already opened for another endpoint")
+	// ErrBadConfig wraps what is wrong with a Config.
+	ErrBadConfig = errors.New("tcp: bad configuration")
+)
+
+// Config sets up a Transport. The zero Config is usable: it dials p.String()
+// for each retry.Proxy with the defaults above.
+type Config struct {
+	// Resolve maps a logical proxy (its Host groups proxies for SPEC R13)
+	// to the address to dial, "host:port". nil means p.String(). A
+	// simulator maps labels such as {Host: "host-1", Port: 7} to
+	// 127.0.0.1 and an ephemeral port this way. It is called once per
+	// connection attempt, so it may follow address changes.
+	Resolve func(p retry.Proxy) (addr string, err error)
+	// Dial opens a connection; nil means a net.Dialer with DialTimeout.
+	// The context is cancelled by Close and bounded by DialTimeout.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialTimeout bounds one connection attempt; 0 means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// Backoff gives the wait before each reconnection attempt after a
+	// connection broke or a dial failed (retry number from 1); nil means
+	// DefaultBackoff. The count restarts once a connection has stayed up
+	// for StableAfter.
+	Backoff backoff.Strategy
+	// StableAfter: 0 means DefaultStableAfter.
+	StableAfter time.Duration
+	// RecvBuffer is each proxy's receive ring in bytes (rounded up to a
+	// power of two, at least 4 KiB); 0 means DefaultRecvBuffer. Frames
+	// larger than half of it take a slower path with one heap copy.
+	RecvBuffer int
+	// MaxPending is each proxy's write buffer limit in bytes; 0 means
+	// DefaultMaxPending.
+	MaxPending int
+	// MaxFrameSize is the largest frame accepted from a proxy in bytes; a
+	// larger length prefix breaks the connection. 0 means wire.MaxFrameSize.
+	MaxFrameSize int
+	// WriteTimeout bounds one write; 0 means DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// Logger receives connection events (connected, lost, dial failed) at
+	// debug and info level; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats are a Transport's counters since New, each read atomically.
+type Stats struct {
+	FramesSent, BytesSent uint64 // queued by Send (bytes include the 4-byte prefixes)
+	Writes                uint64 // write system calls made by the writers
+	FramesRecv, BytesRecv uint64 // frames handed to the receive rings, and their bytes
+	Connects              uint64 // connections established
+	Disconnects           uint64 // connections lost or closed
+	DialFailures          uint64 // connection attempts that failed
+	SendUnavailable       uint64 // Send calls refused: proxy down, unknown, or transport closed
+	SendQueueFull         uint64 // Send calls refused with ErrWriteQueueFull
+	FramesLost            uint64 // frames queued but unwritten when their connection broke
+	RingWaits             uint64 // times a reader waited for room in its receive ring
+}
+
+type counters struct {
+	framesSent, bytesSent, writes     atomic.Uint64
+	framesRecv, bytesRecv             atomic.Uint64
+	connects, disconnects, dialFails  atomic.Uint64
+	sendUnavail, sendFull, framesLost atomic.Uint64
+}
+
+// Transport is a retry.Transport over TCP. Make it with New and end it with
+// Close. Open, Send and Available may be called from any goroutine; Recv and
+// Wait from one goroutine at a time (the engine's poller).
+type Transport struct {
+	cfg     Config
+	log     *slog.Logger
+	ctx     context.Context // cancelled by Close: ends dials
+	cancel  context.CancelFunc
+	stop    chan struct{} // closed by Close
+	wg      sync.WaitGroup
+	closed  atomic.Bool
+	mu      sync.Mutex                   // guards Open and Close
+	conns   atomic.Pointer[[]*proxyConn] // indexed by ProxyID; nil entries for unknown ids
+	pending atomic.Int64                 // frames published in the rings and not yet taken by Recv
+	stats   counters
+
+	// The consumer's state, touched only inside Recv and Wait.
+	rr       int
+	held     *ring  // the ring whose frame the last Recv returned
+	heldSize uint64 // and the bytes of its entry
+	sleeping atomic.Bool
+	wake     chan struct{}
+	timer    *time.Timer
+}
+
+// New returns a Transport with no proxies; the engine opens them as routes
+// name them. Errors wrap ErrBadConfig for negative sizes or durations.
+func New(cfg Config) (*Transport, error) {
+	if cfg.DialTimeout < 0 || cfg.RecvBuffer < 0 || cfg.MaxPending < 0 || cfg.MaxFrameSize < 0 ||
+		cfg.WriteTimeout < 0 || cfg.StableAfter < 0 {
+		return nil, fmt.Errorf("%w: negative duration or size", ErrBadConfig)
+	}
+	if cfg.RecvBuffer > 1<<30 {
+		return nil, fmt.Errorf("%w: RecvBuffer above 1 GiB", ErrBadConfig)
+	}
+	if cfg.Resolve == nil {
+		cfg.Resolve = func(p retry.Proxy) (string, error) { return p.String(), nil }
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{}
+		cfg.Dial = d.DialContext
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.StableAfter == 0 {
+		cfg.StableAfter = DefaultStableAfter
+	}
+	if cfg.RecvBuffer == 0 {
+		cfg.RecvBuffer = DefaultRecvBuffer
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.MaxFrameSize == 0 || cfg.MaxFrameSize > wire.MaxFrameSize {
+		cfg.MaxFrameSize = wire.MaxFrameSize
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	t := &Transport{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), wake: make(chan struct{}, 1)}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.timer = time.NewTimer(time.Hour)
+	t.timer.Stop()
+	t.conns.Store(&[]*proxyConn{})
+	return t, nil
+}
+
+func (t *Transport) conn(id retry.ProxyID) *proxyConn {
+	cs := *t.conns.Load()
+	if int(id) < len(cs) {
+		return cs[id]
+	}
+	return nil
+}
+
+// Open registers a proxy (retry.Transport) and makes the first connection
+// attempt before it returns, so that a route applied just before the first
+// Send finds its proxies connected. A failed attempt is returned (the
+// engine logs it) and retried in the background with backoff; the proxy is
+// unavailable until a connection succeeds. Opening an id again with the
+// same endpoint does nothing; with another endpoint it returns
+// ErrProxyConflict. After Close it returns ErrClosed.
+func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	if c := t.conn(id); c != nil {
+		if c.proxy != p {
+			return ErrProxyConflict
+		}
+		return nil
+	}
+	c := &proxyConn{t: t, id: id, proxy: p, ring: newRing(t.cfg.RecvBuffer), kick: make(chan struct{}, 1)}
+	old := *t.conns.Load()
+	cs := make([]*proxyConn, max(len(old), int(id)+1))
+	copy(cs, old)
+	cs[id] = c
+	t.conns.Store(&cs)
+
+	nc, err := c.dial()
+	if err == nil {
+		c.attach(nc) // cannot fail: Close waits for t.mu
+	}
+	t.wg.Add(2)
+	go c.readLoop(nc)
+	go c.writeLoop()
+	if err != nil {
+		return fmt.Errorf("tcp: open %v: %w", p, err)
+	}
+	return nil
+}
+
+// Send queues one frame for the proxy (retry.Transport) and returns without
+// waiting for the network; frame is copied. Errors, all wrapping
+// retry.ErrUnavailable but the last: ErrUnknownProxy, ErrClosed, a down
+// connection (retry.ErrUnavailable itself), ErrWriteQueueFull; and
+// wire.ErrTooLarge for a frame over wire.MaxFrameSize.
+func (t *Transport) Send(id retry.ProxyID, frame []byte) error {
+	c := t.conn(id)
+	if c == nil {
+		t.stats.sendUnavail.Add(1)
+		return ErrUnknownProxy
+	}
+	return c.send(frame)
+}
+
+// Available reports whether the proxy has a connection with room in its
+// write buffer (retry.Transport): what Send needs to succeed.
+func (t *Transport) Available(id retry.ProxyID) bool {
+	c := t.conn(id)
+	return c != nil && c.up.Load() && !c.full.Load()
+}
+
+// Recv returns the oldest frame of the next proxy with one waiting, in
+// round-robin order over proxies, or ok == false at once if none is waiting
+// (retry.Transport). The frame is a view into that proxy's receive ring,
+// valid and unchanged until the next Recv, which frees its space. One
+// goroutine at a time.
+func (t *Transport) Recv() (frame []byte, from retry.ProxyID, ok bool) {
+	if t.held != nil {
+		t.held.release(t.heldSize)
+		t.held = nil
+	}
+	if t.pending.Load() == 0 || t.closed.Load() {
+		return nil, 0, false
+	}
+	cs := *t.conns.Load()
+	n := len(cs)
+	for k := 0; k < n; k++ {
+		i := t.rr + k
+		if i >= n {
+			i -= n
+		}
+		c := cs[i]
+		if c == nil || c.ring.empty() {
+			continue
+		}
+		f, size, ok := c.ring.next()
+		if !ok {
+			continue // only a pad entry was waiting
+		}
+		t.pending.Add(-1)
+		t.held, t.heldSize = c.ring, size
+		t.rr = i + 1
+		if t.rr == n {
+			t.rr = 0
+		}
+		return f, c.id, true
+	}
+	return nil, 0, false
+}
+
+// Wait blocks until a frame is waiting for Recv, timeout has passed, or the
+// Transport is closed, and reports whether a frame is waiting. A poller
+// uses it between RecvResponse calls, with the time to the engine's next
+// deadline as timeout, so that it neither spins nor adds a poll interval to
+// every answer's latency. Call it from the goroutine that calls Recv.
+func (t *Transport) Wait(timeout time.Duration) bool {
+	if t.pending.Load() > 0 {
+		return true
+	}
+	if timeout <= 0 || t.closed.Load() {
+		return false
+	}
+	t.sleeping.Store(true)
+	if t.pending.Load() > 0 {
+		t.sleeping.Store(false)
+		return true
+	}
+	t.timer.Reset(timeout)
+	select {
+	case <-t.wake:
+	case <-t.timer.C:
+	case <-t.stop:
+	}
+	t.timer.Stop()
+	t.sleeping.Store(false)
+	return t.pending.Load() > 0
+}
+
+// published is called by a reader after it pushed a frame.
+func (t *Transport) published() {
+	t.pending.Add(1)
+	if t.sleeping.Load() && t.sleeping.CompareAndSwap(true, false) {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	s := &t.stats
+	return Stats{
+		FramesSent: s.framesSent.Load(), BytesSent: s.bytesSent.Load(), Writes: s.writes.Load(),
+		FramesRecv: s.framesRecv.Load(), BytesRecv: s.bytesRecv.Load(),
+		Connects: s.connects.Load(), Disconnects: s.disconnects.Load(), DialFailures: s.dialFails.Load(),
+		SendUnavailable: s.sendUnavail.Load(), SendQueueFull: s.sendFull.Load(),
+		FramesLost: s.framesLost.Load(), RingWaits: t.ringWaits(),
+	}
+}
+
+func (t *Transport) ringWaits() uint64 {
+	var n uint64
+	for _, c := range *t.conns.Load() {
+		if c != nil {
+			n += c.ring.waits.Load()
+		}
+	}
+	return n
+}
+
+// Close closes every connection and stops every goroutine the Transport
+// started, waiting for them to return. Frames still queued are dropped.
+// Send and Open return ErrClosed afterwards, Recv returns nothing. It is
+// safe to call more than once.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed.Swap(true) {
+		t.mu.Unlock()
+		return nil
+	}
+	close(t.stop)
+	t.cancel()
+	for _, c := range *t.conns.Load() {
+		if c != nil {
+			c.shut()
+		}
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+	return nil
+}
