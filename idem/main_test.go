@@ -1,0 +1,24 @@
+package idem_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/readretry/readretry/idem/internal/redistest"
+	"go.uber.org/goleak"
+)
+
+// TestMain stops the redis-server the benchmarks may have started, then
+// checks that no test left a goroutine behind (janitors, httptest servers,
+// client connections).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			println("goleak:", err.Error())
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,49 @@
+package redisstore_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/readretry/readretry/idem/internal/redistest"
+	"github.com/readretry/readretry/idem/redisstore"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+// TestMain stops the shared redis-server after the tests and checks that
+// nothing leaked goroutines.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			println("goleak:", err.Error())
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// newClient connects to the shared test server (skipping outside CI when
+// redis-server is not installed) and flushes it.
+func newClient(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	addr := redistest.Addr(tb)
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64})
+	tb.Cleanup(func() { c.Close() })
+	if err := c.FlushDB(context.Background()).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+func newStore(tb testing.TB, o redisstore.Options) (*redisstore.Store, redis.UniversalClient) {
+	tb.Helper()
+	c := newClient(tb)
+	s, err := redisstore.New(c, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, c
+}

@@ -1,0 +1,139 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/readretry/readretry/idem"
+	"github.com/readretry/readretry/idem/internal/storetest"
+	"github.com/readretry/readretry/idem/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRedisConformance runs the store suite on a real redis-server: 1,000
+// goroutines claiming one ID get one winner (SET NX), 1,000 consuming one
+// token one success (DEL).
+func TestRedisConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) idem.Store {
+		s, _ := newStore(t, redisstore.Options{})
+		return s
+	})
+}
+
+// TestRedisTTL is real expiry in Redis, in seconds (issue 8): a claim with
+// ttl 1 s is set with that expiry, is gone after it, and the key can be
+// claimed again; its crashed holder can then neither complete nor release
+// the new claim.
+func TestRedisTTL(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t, redisstore.Options{Prefix: "ttl:"})
+	k := []byte("req-1")
+	crashed, err := s.Claim(ctx, k, time.Second)
+	if err != nil || crashed == 0 {
+		t.Fatal(crashed, err)
+	}
+	pttl, err := c.PTTL(ctx, "ttl:c:req-1").Result()
+	if err != nil || pttl <= 0 || pttl > time.Second {
+		t.Fatalf("PTTL after SET NX EX 1 = %v, %v", pttl, err)
+	}
+	if _, _, err := idem.Do(ctx, s, k, idem.TTL{Pending: time.Second}, nil); !errors.Is(err, idem.ErrInProgress) {
+		t.Fatalf("repeat during the claim = %v, want ErrInProgress", err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		st, _, err := s.Lookup(ctx, k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == idem.Absent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("claim with ttl 1s still there after 3s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f, err := s.Claim(ctx, k, time.Minute)
+	if err != nil || f == 0 {
+		t.Fatalf("Claim after expiry = %v, %v", f, err)
+	}
+	if err := s.Complete(ctx, k, crashed, []byte("stale"), time.Minute); !errors.Is(err, idem.ErrLost) {
+		t.Fatalf("crashed holder's Complete = %v, want ErrLost", err)
+	}
+	if err := s.Release(ctx, k, crashed); !errors.Is(err, idem.ErrLost) {
+		t.Fatalf("crashed holder's Release = %v, want ErrLost", err)
+	}
+	// Complete sets the done ttl; sub-second ttls use PX.
+	if err := s.Complete(ctx, k, f, []byte("ok"), 1500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if pttl, _ := c.PTTL(ctx, "ttl:c:req-1").Result(); pttl <= time.Second || pttl > 1500*time.Millisecond {
+		t.Fatalf("PTTL after Complete(1.5s) = %v", pttl)
+	}
+	if err := s.Issue(ctx, []byte("tok"), 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if pttl, _ := c.PTTL(ctx, "ttl:t:tok").Result(); pttl <= 0 || pttl > 300*time.Millisecond {
+		t.Fatalf("token PTTL = %v", pttl)
+	}
+}
+
+// TestRedisScriptsReload: the Lua scripts are sent by SHA and reloaded
+// after SCRIPT FLUSH (a failover to a replica without them, say).
+func TestRedisScriptsReload(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t, redisstore.Options{})
+	for range 2 {
+		f, _ := s.Claim(ctx, []byte("k"), time.Minute)
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, []byte("k"), f, []byte("r"), time.Minute); err != nil {
+			t.Fatalf("Complete after SCRIPT FLUSH: %v", err)
+		}
+		c.ScriptFlush(ctx)
+		if err := s.Release(ctx, []byte("k"), f); err != nil {
+			t.Fatalf("Release after SCRIPT FLUSH: %v", err)
+		}
+	}
+}
+
+func TestRedisForeignValue(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t, redisstore.Options{Prefix: "p:"})
+	c.Set(ctx, "p:c:k", "not ours", time.Minute)
+	if _, _, err := s.Lookup(ctx, []byte("k"), nil); err == nil || !strings.Contains(err.Error(), "did not write") {
+		t.Fatalf("Lookup of a foreign value = %v", err)
+	}
+	if f, _ := s.Claim(ctx, []byte("k"), time.Minute); f != 0 {
+		t.Fatal("claimed a key holding a foreign value")
+	}
+}
+
+func TestRedisOptionsAndErrors(t *testing.T) {
+	if _, err := redisstore.New(nil, redisstore.Options{}); !errors.Is(err, redisstore.ErrOptions) {
+		t.Fatalf("nil client: %v", err)
+	}
+	// A client to a port nothing listens on: errors are wrapped, not
+	// swallowed, and never mistaken for a repeat. No server is needed.
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
+	defer c.Close()
+	if _, err := redisstore.New(c, redisstore.Options{MaxResult: -1}); !errors.Is(err, redisstore.ErrOptions) {
+		t.Fatalf("negative MaxResult: %v", err)
+	}
+	s, _ := redisstore.New(c, redisstore.Options{MaxResult: 2})
+	ctx := context.Background()
+	if f, err := s.Claim(ctx, []byte("k"), time.Second); err == nil || f != 0 || !strings.Contains(err.Error(), "redisstore: claim") {
+		t.Fatalf("Claim with Redis down = %v, %v", f, err)
+	}
+	if ok, err := s.Consume(ctx, []byte("k")); err == nil || ok {
+		t.Fatalf("Consume with Redis down = %v, %v", ok, err)
+	}
+	if err := s.Complete(ctx, []byte("k"), 1, []byte("123"), time.Second); !errors.Is(err, idem.ErrTooLarge) {
+		t.Fatalf("Complete over MaxResult = %v", err)
+	}
+}

@@ -1,0 +1,218 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// MaxKeyLen is the longest key (request ID or token) any store accepts, in
+// bytes: 255, the limit common to idempotency-key APIs and what fits a
+// VARCHAR(255) primary key on every SQL database. Keys are compared byte for
+// byte; an Idempotency-Key header is usually a UUID (36 bytes).
+const MaxKeyLen = 255
+
+// Errors returned by the stores and helpers of this package and its
+// sub-packages. Each is returned as is or wrapped (test with errors.Is). A
+// call that fails with ErrKey, ErrTTL, ErrTooLarge, ErrFull, ErrLost or
+// ErrExists has changed nothing.
+var (
+	// ErrKey is returned for an empty key or one longer than MaxKeyLen.
+	ErrKey = errors.New("idem: key must be 1 to 255 bytes")
+	// ErrTTL is returned for a time to live that is not positive: every
+	// entry of a store expires, or the store would only grow (SPEC I1).
+	ErrTTL = errors.New("idem: ttl must be positive")
+	// ErrFull is returned by a bounded store (Memory) that has no room for
+	// another entry even after dropping every expired one.
+	ErrFull = errors.New("idem: store full")
+	// ErrTooLarge is returned by Complete for a result longer than the
+	// store's limit.
+	ErrTooLarge = errors.New("idem: result too large")
+	// ErrLost is returned by Complete and Release when the fence no longer
+	// holds the key: the claim expired (and another caller may have claimed
+	// the key since), was released, or was never this caller's. It is the
+	// observable end of the crash window described in the package comment.
+	ErrLost = errors.New("idem: claim lost (expired, released or never held)")
+	// ErrExists is returned by Issue for a token that is already issued and
+	// not yet consumed or expired.
+	ErrExists = errors.New("idem: token already issued")
+	// ErrInProgress is returned by Do when another caller holds the claim on
+	// the key and has not completed it: the first call is still running (or
+	// crashed, until its claim expires). HTTP maps it to 409 Conflict.
+	ErrInProgress = errors.New("idem: request with this key is in progress")
+	// ErrNotStored is wrapped by Do when fn succeeded but its result could
+	// not be stored: the business effect happened once, but a repeat after
+	// the claim expires would run fn again. The result is still returned.
+	ErrNotStored = errors.New("idem: result not stored")
+	// ErrConflict is returned by a versioned update (package sqlstore) that
+	// matched no row: the row's version moved on since it was read, or the
+	// row does not exist (SPEC I4, seed 003's CAS).
+	ErrConflict = errors.New("idem: version conflict")
+)
+
+// State is what a store knows about a key.
+type State uint8
+
+const (
+	// Absent: never claimed, released, or expired. A Claim now wins.
+	Absent State = iota
+	// Pending: claimed and not yet completed. The first call is running
+	// (or crashed; the claim then expires after its ttl).
+	Pending
+	// Done: completed; the first call's result is stored until it expires.
+	Done
+)
+
+var stateNames = [...]string{"absent", "pending", "done"}
+
+// String returns "absent", "pending" or "done".
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "state(?)"
+}
+
+// Fence identifies one successful Claim. Complete and Release take it back,
+// so that a caller whose claim expired cannot complete or release the claim
+// of the caller who took the key after it (the fencing token of
+// distributed locks). A winning Claim never returns 0; 0 means "not first".
+type Fence uint64
+
+// Store deduplicates requests by key (SPEC I1) and keeps one-shot tokens
+// (SPEC I3). It has the semantics of Redis `SET key value NX EX ttl`: the
+// first Claim of a key wins until the claim expires, is released or its
+// result expires. All methods are safe for concurrent use, take the key as
+// a []byte that is not retained after the call (1 to MaxKeyLen bytes), and
+// return ErrKey or ErrTTL for bad input without changing anything. Claims
+// and tokens live in separate namespaces: a token and a claim with the
+// same bytes are different entries.
+//
+// Implementations: [Memory] (this package), redisstore.Store and
+// sqlstore.Store.
+type Store interface {
+	// Claim claims key for ttl (> 0). It returns a non-zero Fence if this
+	// call was first — the key was absent or expired — and 0 if another
+	// claim holds it (pending or done; see Lookup). Errors: ErrKey, ErrTTL,
+	// ErrFull, or the backend's error; on error the caller must not assume
+	// it was first.
+	Claim(ctx context.Context, key []byte, ttl time.Duration) (Fence, error)
+	// Complete stores result (copied; may be nil) as the answer for
+	// repeats of key and keeps the key for ttl (> 0) from now, so that a
+	// repeat within ttl gets result back from Lookup instead of running
+	// again. fence must be the one Claim returned. Errors: ErrLost if the
+	// claim is no longer held by fence (nothing stored), ErrTooLarge,
+	// ErrKey, ErrTTL, or the backend's error.
+	Complete(ctx context.Context, key []byte, fence Fence, result []byte, ttl time.Duration) error
+	// Release drops the claim held by fence, pending or done, so that a
+	// retry may run (call it when the first call failed without effect).
+	// Errors: ErrLost if fence does not hold the key (nothing changed),
+	// ErrKey, or the backend's error.
+	Release(ctx context.Context, key []byte, fence Fence) error
+	// Lookup reports the key's state. For Done it appends the stored result
+	// to dst and returns the extended slice (owned by the caller); for
+	// Absent and Pending it returns dst unchanged. An expired entry is
+	// Absent.
+	Lookup(ctx context.Context, key []byte, dst []byte) (State, []byte, error)
+	// Issue stores token for ttl (> 0) before the call that will carry it
+	// (SPEC I3, seed 003). Errors: ErrExists if the token is already issued
+	// and live, ErrFull, ErrKey, ErrTTL, or the backend's error.
+	Issue(ctx context.Context, token []byte, ttl time.Duration) error
+	// Consume deletes token and reports whether this call deleted it: true
+	// exactly once per issued token, false for a repeat, an expired token
+	// or one never issued (seed 003: a failed delete means a repeat).
+	Consume(ctx context.Context, token []byte) (bool, error)
+}
+
+// TTL says how long a key is kept: Pending bounds a claim whose call has
+// not completed (it must exceed the longest call, see the package
+// comment), Done how long a completed call's result answers repeats.
+type TTL struct {
+	Pending time.Duration
+	Done    time.Duration
+}
+
+// DefaultTTL is 1 minute pending, 24 hours done (the retention most public
+// idempotency-key APIs document).
+var DefaultTTL = TTL{Pending: time.Minute, Done: 24 * time.Hour}
+
+// CheckKey returns ErrKey unless key is 1 to MaxKeyLen bytes. Stores call
+// it first; callers may use it to reject a bad key early.
+func CheckKey(key []byte) error {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return ErrKey
+	}
+	return nil
+}
+
+// maxDoAttempts bounds Do's claim/lookup loop: a key that keeps vanishing
+// between Claim and Lookup (released or expiring at that very moment) is
+// reported in progress rather than looped on.
+const maxDoAttempts = 3
+
+// Do runs fn at most once per key among all callers sharing s (SPEC I1,
+// seed 003's "check whether the request was processed"):
+//
+//   - the first caller claims key for ttl.Pending and runs fn; on success
+//     the result is stored for ttl.Done and returned with replayed false;
+//     on error (or panic) the claim is released so that a retry may run,
+//     and fn's error is returned;
+//   - a repeat while the first runs gets ErrInProgress;
+//   - a repeat after the first completed gets the stored result and
+//     replayed true, without running fn.
+//
+// If the result cannot be stored, Do returns it with an error wrapping
+// ErrNotStored (see there). Release and Complete run under
+// context.WithoutCancel(ctx), so a caller that went away does not leave its
+// claim behind. A zero ttl field means DefaultTTL's. fn must not retain the
+// key.
+func Do(ctx context.Context, s Store, key []byte, ttl TTL, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
+	if ttl.Pending == 0 {
+		ttl.Pending = DefaultTTL.Pending
+	}
+	if ttl.Done == 0 {
+		ttl.Done = DefaultTTL.Done
+	}
+	for range maxDoAttempts {
+		fence, err := s.Claim(ctx, key, ttl.Pending)
+		if err != nil {
+			return nil, false, err
+		}
+		if fence != 0 {
+			result, err := run(ctx, s, key, fence, fn)
+			if err != nil {
+				return nil, false, err
+			}
+			if err := s.Complete(context.WithoutCancel(ctx), key, fence, result, ttl.Done); err != nil {
+				return result, false, errors.Join(ErrNotStored, err)
+			}
+			return result, false, nil
+		}
+		state, result, err := s.Lookup(ctx, key, nil)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case state == Done:
+			return result, true, nil
+		case state == Pending:
+			return nil, false, ErrInProgress
+		}
+		// Absent: released or expired between Claim and Lookup; claim again.
+	}
+	return nil, false, ErrInProgress
+}
+
+// run calls fn and releases the claim if fn fails or panics.
+func run(ctx context.Context, s Store, key []byte, fence Fence, fn func(context.Context) ([]byte, error)) (result []byte, err error) {
+	ok := false
+	defer func() {
+		if !ok {
+			// fn failed or panicked: the call had no effect we vouch for,
+			// so let a retry run. A panic propagates after this.
+			_ = s.Release(context.WithoutCancel(ctx), key, fence)
+		}
+	}()
+	result, err = fn(ctx)
+	ok = err == nil
+	return result, err
+}
