@@ -18,7 +18,7 @@ var (
 )
 
 // benchClient is a client whose proxies answer at once from retrytest.Data.
-func benchClient(b *testing.B, retryOn bool, perPacket int) *retry.Client {
+func benchClient(b testing.TB, retryOn bool, perPacket int) *retry.Client {
 	b.Helper()
 	tr := retrytest.NewTransport()
 	px := hostProxies("a", "b", "c")

@@ -505,8 +505,9 @@ func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
 	}
 
 	seq := z.idx<<counterBits | z.seq.Add(1)&counterMask
-	bb := bytebufferpool.Get()
-	defer bytebufferpool.Put(bb)
+	pool := framePool(req)
+	bb := pool.Get()
+	defer pool.Put(bb)
 	frame, err := pack(bb.B[:0], wire.RequestHeader{
 		Command: cmd, Seq: seq, AsyncID: req.AsyncID, AppID: zone.AppID, ZoneID: zone.ZoneID, Table: req.Table,
 	}, req)
@@ -596,6 +597,30 @@ func (c *Client) addOrphan(z *zone, seq uint64) {
 	c.orphans = append(c.orphans, orphan{z, seq})
 	c.orphanN.Store(int32(len(c.orphans)))
 	c.orphanMu.Unlock()
+}
+
+// framePools hold the buffers Send packs frames into, one pool per size
+// class. bytebufferpool drops buffers above the 95th percentile of the sizes
+// it sees, so a single pool fed mostly simple reads would allocate afresh for
+// every large batch frame; a pool per class calibrates to its own sizes.
+var framePools [4]bytebufferpool.Pool
+
+// framePool returns the pool for req's frame size: up to 256 B, 4 KiB,
+// 64 KiB, or larger (estimated from the keys and values, not packed).
+func framePool(req *Request) *bytebufferpool.Pool {
+	n := wire.RequestHeaderSize + len(req.Table) + 16 + len(req.Key) + len(req.Value)
+	for _, k := range req.Keys {
+		n += 8 + len(k)
+	}
+	switch {
+	case n <= 256:
+		return &framePools[0]
+	case n <= 4<<10:
+		return &framePools[1]
+	case n <= 64<<10:
+		return &framePools[2]
+	}
+	return &framePools[3]
 }
 
 // pack appends req's frame to dst.
