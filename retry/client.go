@@ -40,8 +40,8 @@ const (
 
 // Zone names one zone of the database: (AppID, ZoneID) (SPEC §1).
 type Zone struct {
-	AppID  uint32
-	ZoneID uint32
+	AppID  uint32 // the application (the seed's APP_ID)
+	ZoneID uint32 // the zone within it (the seed's ZONE_ID)
 }
 
 // Config sets up a Client. Only Transport is required.
@@ -77,10 +77,16 @@ type Config struct {
 // index reads (25, 11); Key and Value for writes (1, 3, 5, 9). Send only
 // reads the Request and the slices it points to, and keeps none of them.
 type Request struct {
+	// Command decides the body: one of the eight reads or the writes
+	// (wire.Command); any other command is refused with ErrBadRequest.
 	Command wire.Command
 	// Table is the table name, at most wire.MaxTableName bytes.
 	Table string
-	Key   []byte
+	// Key is a simple read's or a write's key, or an index read's part key;
+	// empty keys are sent as they are. Fields the command does not use are
+	// ignored. The whole frame is at most wire.MaxFrameSize (16 MiB).
+	Key []byte
+	// Value is a write's value.
 	Value []byte
 	// Keys are a batch read's keys; the answers name each by its index here.
 	Keys [][]byte
@@ -110,6 +116,11 @@ type Client struct {
 	shards      int
 	waitTimeout time.Duration
 	maxWaiting  int
+
+	// closeMu lets Close wait for Sends under way: each Send holds it for
+	// reading (reader-biased, so senders on many cores do not contend) and
+	// Close takes it for writing before it sweeps the tables.
+	closeMu *xsync.RBMutex
 
 	simpleBudget  atomic.Int64 // time.Duration, SPEC R1
 	complexBudget atomic.Int64
@@ -166,6 +177,7 @@ func New(cfg Config) (*Client, error) {
 		shards:      cfg.Shards,
 		waitTimeout: cfg.WaitTimeout,
 		maxWaiting:  cfg.MaxWaitingPerZone,
+		closeMu:     xsync.NewRBMutex(),
 		proxyIDs:    make(map[Proxy]ProxyID),
 		hostIDs:     make(map[string]uint16),
 	}
@@ -229,20 +241,29 @@ func (c *Client) ReadRetryTimeout() (simple, complex time.Duration) {
 // zone keeps (SPEC R2); n <= 0 means DefaultMaxContexts (500,000). Zones
 // added later inherit it. At the cap a read is still sent, without a
 // context: it will not be retried. Lowering the cap never drops contexts in
-// flight; new reads wait for the count to fall below it.
+// flight; new reads wait for the count to fall below it. A zone's timing
+// wheel is sized when the zone is added, for the larger of the cap then and
+// DefaultMaxContexts; a zone added earlier keeps at most that many contexts
+// (logged as MsgCapClamped), so set a cap above 500,000 before ApplyRoute.
 func (c *Client) SetReadRetryMaxContextCountPerZone(n int) {
 	if n <= 0 {
 		n = DefaultMaxContexts
 	}
 	n = min(n, ctxtable.MaxCap-c.maxWaiting)
 	c.maxContexts.Store(int64(n))
-	for _, z := range *c.zoneByIdx.Load() {
-		// The table's own cap also bounds contexts without retry; the
-		// zone counter (zoneCounters.reserveContext) enforces n.
-		_ = z.table.SetCap(n + c.maxWaiting)
-	}
 	c.log.LogAttrs(context.Background(), slog.LevelInfo, "set read retry max context count",
 		slog.Int("max_context_count", n))
+	for _, z := range *c.zoneByIdx.Load() {
+		// The table's own cap also bounds requests without retry; the zone
+		// counter (zoneCounters.reserveContext) enforces the context cap.
+		capN := z.maxContexts(int64(n))
+		_ = z.table.SetCap(int(capN) + c.maxWaiting)
+		if capN < int64(n) {
+			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgCapClamped,
+				slog.Uint64("app_id", uint64(z.key.AppID)), slog.Uint64("zone_id", uint64(z.key.ZoneID)),
+				slog.Int("max_context_count", n), slog.Int64("used", capN))
+		}
+	}
 }
 
 // ApplyRoute sets a zone's proxies and applies the retry configuration in
@@ -320,19 +341,24 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 	if len(old) >= MaxZones {
 		return nil, fmt.Errorf("%w: more than %d zones", ErrBadConfig, MaxZones)
 	}
-	capacity := int(c.maxContexts.Load()) + c.maxWaiting
-	table, err := ctxtable.New[ctxMeta](ctxtable.Config{Cap: capacity, Shards: c.shards})
+	// The wheel is sized once, for the larger of the cap now and the
+	// default, so that raising the cap later needs no new wheel; timers of
+	// contexts that ended before their sender published the timer's handle
+	// linger until they fire (see the package comment), so it has room for
+	// twice the requests the zone can track. The zone's cap can never
+	// exceed what that wheel holds (zone.limit).
+	cur := int(c.maxContexts.Load())
+	wheelCap := min(2*(max(cur, DefaultMaxContexts)+c.maxWaiting)+1024, timerwheel.MaxCapacity)
+	limit := int64((wheelCap-1024)/2 - c.maxWaiting)
+	table, err := ctxtable.New[ctxMeta](ctxtable.Config{Cap: int(min(int64(cur), limit)) + c.maxWaiting, Shards: c.shards})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	// Timers of contexts that ended before their sender published the
-	// timer's handle linger until they fire (see the package comment), so
-	// the wheel has room for twice the contexts.
-	wheel, err := timerwheel.New(c.tick, c.epoch, min(2*capacity+1024, timerwheel.MaxCapacity))
+	wheel, err := timerwheel.New(c.tick, c.epoch, wheelCap)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	z := &zone{key: key, idx: uint64(len(old) + 1), table: table, wheel: wheel}
+	z := &zone{key: key, idx: uint64(len(old) + 1), table: table, wheel: wheel, limit: limit}
 	z.route.Store(&route{})
 	idx := append(append(make([]*zone, 0, len(old)+1), old...), z)
 	c.zoneByIdx.Store(&idx)
@@ -424,7 +450,8 @@ func (c *Client) Stats(zone Zone) (Stats, error) {
 // InFlight returns how many requests a zone tracks now (with and without a
 // read retry context) and how many timers its wheel holds; both fall to 0
 // once every request has its final result and its last timer has fired
-// (leak checks, SPEC §6).
+// (leak checks, SPEC §6). An unknown zone reports 0, 0; check the zone with
+// Stats when that matters.
 func (c *Client) InFlight(zone Zone) (requests, timers int) {
 	z := c.zoneOf(zone)
 	if z == nil {
@@ -459,6 +486,8 @@ func (c *Client) TableStats(zone Zone) (ctxtable.Stats, error) {
 // ErrNoProxy when no proxy is available; ErrTooManyRequests when the zone
 // tracks its maximum of requests.
 func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
+	tok := c.closeMu.RLock()
+	defer c.closeMu.RUnlock(tok)
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -519,7 +548,7 @@ func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
 	now := c.now()
 	m.firstMs = uint32(now / int64(time.Millisecond))
 	stored := frame
-	if m.kind != kindPlain && !z.stats.reserveContext(c.maxContexts.Load()) {
+	if m.kind != kindPlain && !z.stats.reserveContext(z.maxContexts(c.maxContexts.Load())) {
 		m.kind, m.budgetUs, m.max, m.progress, m.nkeys = kindPlain, 0, 0, 0, 0
 		z.stats.capHits.Add(1)
 		if ok, held := z.capLog.allow(now, time.Second); ok {
@@ -638,12 +667,16 @@ func pack(dst []byte, h wire.RequestHeader, req *Request) ([]byte, error) {
 	return dst, wire.ErrUnknownCommand
 }
 
-// Close ends the client: Send and ApplyRoute return ErrClosed from then on,
-// and every request still tracked is dropped without a final result (their
-// buffers return to the zone tables' slabs). Close does not close the
-// Transport, which the caller owns. It is safe to call more than once.
+// Close ends the client: it waits for Sends under way to return, then Send
+// and ApplyRoute return ErrClosed from then on, RecvResponse returns
+// nothing, and every request still tracked is dropped without a final
+// result (their buffers return to the zone tables' slabs). Close does not
+// close the Transport, which the caller owns. It is safe to call more than
+// once.
 func (c *Client) Close() error {
+	c.closeMu.Lock() // waits for Sends under way: none can insert after the sweep
 	c.closed.Store(true)
+	c.closeMu.Unlock()
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
 	c.poll.release = releaseNone

@@ -20,8 +20,9 @@ type Driver struct {
 // and calls deliver with each response, on the Driver's goroutine. The
 // Response is valid only during the call: deliver must copy what it keeps.
 // Timer lateness is then at most one wheel tick plus interval. Stop it with
-// Stop. Errors wrap ErrBadConfig for a non-positive interval or a nil
-// deliver.
+// Stop. While a Driver runs, nothing else may call RecvResponse on c (the
+// Response is one shared value). Errors wrap ErrBadConfig for a
+// non-positive interval or a nil deliver.
 func (c *Client) StartDriver(interval time.Duration, deliver func(*Response)) (*Driver, error) {
 	if interval <= 0 || deliver == nil {
 		return nil, fmt.Errorf("%w: driver needs a positive interval and a callback", ErrBadConfig)

@@ -30,6 +30,11 @@ const (
 	MsgBadConf = "bad read retry conf"
 	// MsgConfClamped is logged at warn level when ReadRetryMaxCnt exceeds 8.
 	MsgConfClamped = "read retry max count clamped"
+	// MsgCapClamped is logged at warn level when a zone keeps fewer contexts
+	// than SetReadRetryMaxContextCountPerZone asks, because its timing wheel
+	// was sized for less when the zone was added; attributes: app_id,
+	// zone_id, max_context_count, used.
+	MsgCapClamped = "max context count clamped"
 	// MsgMalformedPacket is logged, at most once per second, when a
 	// response frame fails to parse; attributes: proxy, error, count.
 	MsgMalformedPacket = "malformed response packet"

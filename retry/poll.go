@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -103,9 +104,12 @@ const maxPacketsPerAdvance = 16384
 // timers still fire when the inbox never empties, the wheels are advanced
 // at least once every 16,384 packets.
 //
-// The returned Response is valid until the next call to RecvResponse or
-// Close on this client. Calls are serialised: concurrent callers wait for
-// each other.
+// Call it from one goroutine (or let one Driver call it, and never both):
+// the returned Response is the client's single response value, valid until
+// the next call to RecvResponse or Close — a call from another goroutine
+// overwrites it and releases its context. Calls are serialised internally,
+// so two pollers do not corrupt the engine, but each would race on the
+// other's Response.
 func (c *Client) RecvResponse() (rsp *Response, ok bool) {
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
@@ -203,7 +207,7 @@ func (c *Client) scheduleOrphans() {
 	c.orphanMu.Lock()
 	defer c.orphanMu.Unlock()
 	kept := c.orphans[:0]
-	for _, o := range c.orphans {
+	for i, o := range c.orphans {
 		ref, ok := o.z.table.Lookup(o.seq)
 		if !ok {
 			continue
@@ -215,8 +219,10 @@ func (c *Client) scheduleOrphans() {
 		m.gen++
 		h, err := o.z.wheel.Schedule(c.at(m.deadline), timerID(o.seq, m.gen))
 		if err != nil {
-			kept = append(kept, o)
-			continue
+			// The wheel is still full: keep this and the rest for a later
+			// poll rather than walk them all on every call.
+			kept = append(kept, c.orphans[i:]...)
+			break
 		}
 		atomic.StoreUint64(&m.timer, uint64(h))
 	}
@@ -362,8 +368,13 @@ func (c *Client) resend(z *zone, orig, scratch []byte, seq uint64, m *ctxMeta, b
 		frame, err = wire.AppendResend(p.sendBuf[:0], orig, uint16(r))
 	}
 	if err != nil {
-		// The packed original cannot be rebuilt (it was checked when it was
-		// packed, so this is a limit used up exactly): end the request.
+		if errors.Is(err, wire.ErrPosition) || errors.Is(err, wire.ErrNothingMissing) {
+			// Nothing is left to ask for (onComplex normally ends such a
+			// request at its last record): it is complete.
+			c.finish(z, seq, m, ResultOK)
+			return
+		}
+		// The original was checked when it was packed: not reached.
 		c.exhaust(z, seq, m, ResultReadRetryTimeout)
 		return
 	}
@@ -538,18 +549,26 @@ func (c *Client) onComplex(z *zone, seq uint64, m *ctxMeta, orig, scratch, userB
 	}
 
 	keep := p.keepFor(pkt.RecordCount())
-	fresh := 0
+	fresh, dropForeign := 0, 0
 	complete := false
 	if m.kind == kindBatch {
 		bits := wire.Bitset(scratch)
 		it := pkt.Records()
+		foreign := 0
 		for i := range keep {
 			rec, _ := it.Next()
-			keep[i] = rec.Tag < uint64(m.nkeys) && bits.Set(uint32(rec.Tag))
+			if rec.Tag >= uint64(m.nkeys) {
+				keep[i] = false
+				foreign++ // a key index the request never had
+				continue
+			}
+			keep[i] = bits.Set(uint32(rec.Tag))
 			if keep[i] {
 				fresh++
 			}
 		}
+		z.stats.stray.Add(uint64(foreign))
+		dropForeign = foreign
 		m.progress += uint64(fresh)
 		complete = m.progress == uint64(m.nkeys)
 	} else {
@@ -566,9 +585,11 @@ func (c *Client) onComplex(z *zone, seq uint64, m *ctxMeta, orig, scratch, userB
 			}
 		}
 		m.progress = next
-		complete = !pkt.HaveMore() && !gap && pkt.Cursor() == next
+		// The stream ends where a last packet says, or where the request's
+		// limit does: the last packet may be lost once every record is in.
+		complete = !gap && (!pkt.HaveMore() && pkt.Cursor() == next || limitReached(orig, next))
 	}
-	if dropped := pkt.RecordCount() - fresh; dropped > 0 {
+	if dropped := pkt.RecordCount() - fresh - dropForeign; dropped > 0 {
 		z.stats.duplicates.Add(uint64(dropped))
 	}
 	if fresh == 0 && !complete {
@@ -581,6 +602,16 @@ func (c *Client) onComplex(z *zone, seq uint64, m *ctxMeta, orig, scratch, userB
 	}
 	c.setResponse(z, seq, m, userBuf, pkt, ResultOK, !complete, keep, fresh)
 	return true
+}
+
+// limitReached reports whether an index read with a limit has every record
+// it asked for once next is the next position wanted.
+func limitReached(orig []byte, next uint64) bool {
+	r, err := wire.ParseRequest(orig)
+	if err != nil || r.Limit() == 0 {
+		return false
+	}
+	return next >= r.Position()+uint64(r.Limit())
 }
 
 // keepFor returns the per-record flag slice for a packet of n records.

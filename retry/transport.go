@@ -10,8 +10,8 @@ import (
 // host name or address and groups proxies for SPEC R13: a re-send prefers a
 // host not tried yet, then an untried port on a tried host.
 type Proxy struct {
-	Host string
-	Port uint16
+	Host string // host name or address; proxies with the same Host share a machine (R13)
+	Port uint16 // TCP port
 }
 
 // String returns "host:port".

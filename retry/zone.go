@@ -20,10 +20,17 @@ type zone struct {
 	seq   atomic.Uint64        // sequence counter
 	rr    atomic.Uint32        // round-robin position (SPEC R13, "ordinary balancing")
 
+	// limit is the most contexts the zone's wheel has room for; the zone's
+	// cap is min(the client's cap, limit).
+	limit int64
+
 	capLog     rateLimit
 	exhaustLog rateLimit
 	stats      zoneCounters
 }
+
+// maxContexts returns the zone's context cap for the client's cap n.
+func (z *zone) maxContexts(n int64) int64 { return min(n, z.limit) }
 
 // route is an immutable snapshot of a zone's proxies, replaced whole on
 // each route update so that senders read it without a lock.
@@ -98,7 +105,7 @@ func (m *ctxMeta) hasTried(id ProxyID) bool {
 // proxySet is a small set of proxies a caller skips (those whose Send just
 // failed). Its size bounds how many send failures one choice tolerates.
 type proxySet struct {
-	ids [16]ProxyID
+	ids [64]ProxyID
 	n   int
 }
 

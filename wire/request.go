@@ -77,14 +77,14 @@ var le = binary.LittleEndian
 // RequestHeader holds the header fields of a request for the Append*
 // builders. Table is appended as is (at most MaxTableName bytes).
 type RequestHeader struct {
-	Command Command
-	Flags   uint32
-	Seq     uint64 // sequence number: the client's key for the request's context
-	AsyncID uint64 // the caller's async ID, echoed back in every response
-	Attempt uint16 // 0 for the first send
-	AppID   uint32
-	ZoneID  uint32
-	Table   string
+	Command Command // decides the body the builder must be the one for
+	Flags   uint32  // FlagResend and future flags
+	Seq     uint64  // sequence number: the client's key for the request's context
+	AsyncID uint64  // the caller's async ID, echoed back in every response
+	Attempt uint16  // 0 for the first send
+	AppID   uint32  // the zone's application
+	ZoneID  uint32  // the zone
+	Table   string  // table name, at most MaxTableName bytes
 }
 
 func appendRequestHeader(dst []byte, h *RequestHeader, want BodyKind) ([]byte, error) {

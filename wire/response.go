@@ -21,13 +21,13 @@ const (
 
 // ResponseHeader holds the header fields of a response for ResponseBuilder.
 type ResponseHeader struct {
-	Command  Command
-	Seq      uint64 // echo of the request's sequence number
-	AsyncID  uint64 // echo of the request's async ID
-	Result   int32  // 0 = success; negative = error code
-	HaveMore bool   // more packets follow for this request
-	Attempt  uint16 // echo of the attempt this packet answers
-	Packet   uint32 // 0-based packet index within the attempt's stream
+	Command  Command // echo of the request's command
+	Seq      uint64  // echo of the request's sequence number
+	AsyncID  uint64  // echo of the request's async ID
+	Result   int32   // 0 = success; negative = error code
+	HaveMore bool    // more packets follow for this request
+	Attempt  uint16  // echo of the attempt this packet answers
+	Packet   uint32  // 0-based packet index within the attempt's stream
 	// Cursor is, for index reads, the stream position just after this
 	// packet's records (the position to resume from); 0 for other reads.
 	Cursor uint64

@@ -25,7 +25,10 @@ var ErrUnknownProxy = errors.New("retrytest: unknown proxy")
 
 // Handler plays one proxy: it gets each request sent to it, already parsed
 // (a view valid during the call), and may answer through r. A nil Handler
-// is a silent proxy.
+// is a silent proxy. Handlers run one at a time (so a handler needs no lock
+// of its own) but without the transport's state lock: a handler may call
+// SetAvailable, SetRefusing, SetHandler, Deliver and the like — "the proxy
+// dies after taking this request" — but not Send or Replay.
 type Handler func(req wire.Request, r *Replier)
 
 // Sent is one frame the client sent, recorded when logging is on.
@@ -62,7 +65,8 @@ type inboxEntry struct {
 // Transport is an in-memory retry.Transport. The zero value is not usable;
 // call NewTransport. It is safe for concurrent use.
 type Transport struct {
-	mu      sync.Mutex
+	hmu     sync.Mutex // serialises handler calls and guards replier
+	mu      sync.Mutex // guards everything else
 	proxies map[retry.ProxyID]*proxyState
 	byAddr  map[retry.Proxy]retry.ProxyID
 	early   map[retry.Proxy]Handler // set before the client opened the proxy
@@ -105,28 +109,38 @@ func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
 // with retry.ErrUnavailable if the proxy is marked unavailable or refusing.
 func (t *Transport) Send(id retry.ProxyID, frame []byte) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	st := t.proxies[id]
 	if st == nil {
+		t.mu.Unlock()
 		return ErrUnknownProxy
 	}
 	if !st.available || st.refuse {
+		t.mu.Unlock()
 		return retry.ErrUnavailable
 	}
 	st.sends++
 	if t.log {
 		t.sent = append(t.sent, Sent{ID: id, Proxy: st.p, Frame: append([]byte(nil), frame...)})
 	}
-	if st.handler == nil {
+	h := st.handler
+	t.mu.Unlock()
+	if h == nil {
 		return nil
 	}
 	req, err := wire.ParseRequest(frame)
 	if err != nil {
 		return err
 	}
-	t.replier.from = id
-	st.handler(req, &t.replier)
+	t.run(id, req, h)
 	return nil
+}
+
+// run calls a handler, one at a time, with the replier set to answer from id.
+func (t *Transport) run(id retry.ProxyID, req wire.Request, h Handler) {
+	t.hmu.Lock()
+	defer t.hmu.Unlock()
+	t.replier.from = id
+	h(req, &t.replier)
 }
 
 // Recv returns the next answer in the inbox (retry.Transport); the frame is
@@ -218,7 +232,8 @@ func (t *Transport) Sent() []Sent {
 
 // Deliver puts a response frame into the inbox as if the proxy had sent it.
 // The frame is copied. Use it to answer a request recorded by Sent, late,
-// twice, or from the wrong proxy.
+// twice, or from the wrong proxy. A proxy the client never opened is
+// delivered as ProxyID 0, which no request was sent to.
 func (t *Transport) Deliver(from retry.Proxy, frame []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -232,10 +247,7 @@ func (t *Transport) Replay(s Sent, h Handler) {
 	if err != nil {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.replier.from = s.ID
-	h(req, &t.replier)
+	t.run(s.ID, req, h)
 }
 
 // Pending returns the number of answers waiting in the inbox.
@@ -282,7 +294,9 @@ func (r *Replier) Start(req wire.Request, result int32, haveMore bool, packet ui
 	})
 }
 
-// Record adds a record to the packet begun by Start.
+// Record adds a record to the packet begun by Start. A record that would
+// take the packet past wire.MaxFrameSize is left out (a test's proxy has no
+// business sending one).
 func (r *Replier) Record(tag uint64, result int32, key, value []byte) {
 	_ = r.rb.AddRecord(tag, result, key, value)
 }
@@ -290,5 +304,7 @@ func (r *Replier) Record(tag uint64, result int32, key, value []byte) {
 // Send puts the packet begun by Start into the inbox.
 func (r *Replier) Send() {
 	r.buf = r.rb.Bytes()
+	r.t.mu.Lock()
 	r.t.enqueue(r.from, r.buf)
+	r.t.mu.Unlock()
 }

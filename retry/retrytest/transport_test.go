@@ -154,3 +154,21 @@ func Example() {
 	// packet 0 key 1: value-of-b (more: true)
 	// packet 1 key 2: value-of-c (more: false)
 }
+
+// A handler may change its own proxy's state: the proxy takes the request,
+// answers, and goes down (no deadlock).
+func TestHandlerChangesTransport(t *testing.T) {
+	tr := retrytest.NewTransport()
+	p := retry.Proxy{Host: "h", Port: 1}
+	_ = tr.Open(1, p)
+	tr.SetHandler(p, func(req wire.Request, r *retrytest.Replier) {
+		retrytest.Fail(-1)(req, r)
+		tr.SetAvailable(p, false)
+	})
+	if err := tr.Send(1, frame(t, wire.CmdGet, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Available(1) || tr.Pending() != 1 {
+		t.Fatal("handler's changes lost")
+	}
+}
