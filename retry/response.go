@@ -56,7 +56,9 @@ func (r *Response) UserBuffer() []byte { return r.userBuf }
 
 // RecordCount returns the number of records this response delivers: for a
 // complex read with read retry, only the records not delivered before
-// (SPEC R11).
+// (SPEC R11). Simple reads and requests without read retry deliver the
+// packet's records as the proxy sent them (a duplicated packet is dropped
+// whole; records within a packet are not checked).
 func (r *Response) RecordCount() int { return r.nrec }
 
 // Records returns an iterator over the records this response delivers, in
