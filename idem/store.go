@@ -145,6 +145,16 @@ func CheckKey(key []byte) error {
 	return nil
 }
 
+// TTLMillis returns ttl in whole milliseconds, rounded up so that an entry
+// never expires before its ttl (Redis PX, SQL expiry columns), for Store
+// implementations. It returns ErrTTL for a ttl that is not positive.
+func TTLMillis(ttl time.Duration) (int64, error) {
+	if ttl <= 0 {
+		return 0, ErrTTL
+	}
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
+}
+
 // maxDoAttempts bounds Do's claim/lookup loop: a key that keeps vanishing
 // between Claim and Lookup (released or expiring at that very moment) is
 // reported in progress rather than looped on.

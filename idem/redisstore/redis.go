@@ -147,21 +147,12 @@ end
 return 0
 `)
 
-func ttlMillis(ttl time.Duration) (int64, error) {
-	if ttl <= 0 {
-		return 0, idem.ErrTTL
-	}
-	// Redis expires by the millisecond; round up so a claim never expires
-	// before its ttl.
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
-}
-
 // Claim implements idem.Store.Claim with SET key 'P'+fence NX PX ttl.
 func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.Fence, error) {
 	if err := idem.CheckKey(key); err != nil {
 		return 0, err
 	}
-	ms, err := ttlMillis(ttl)
+	ms, err := idem.TTLMillis(ttl)
 	if err != nil {
 		return 0, err
 	}
@@ -181,7 +172,7 @@ func (s *Store) Complete(ctx context.Context, key []byte, fence idem.Fence, resu
 	if err := idem.CheckKey(key); err != nil {
 		return err
 	}
-	ms, err := ttlMillis(ttl)
+	ms, err := idem.TTLMillis(ttl)
 	if err != nil {
 		return err
 	}
@@ -243,7 +234,7 @@ func (s *Store) Issue(ctx context.Context, token []byte, ttl time.Duration) erro
 	if err := idem.CheckKey(token); err != nil {
 		return err
 	}
-	ms, err := ttlMillis(ttl)
+	ms, err := idem.TTLMillis(ttl)
 	if err != nil {
 		return err
 	}

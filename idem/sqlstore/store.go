@@ -173,13 +173,6 @@ func (s *Store) nextFence() idem.Fence {
 
 func (s *Store) nowMillis() int64 { return s.clock().UnixMilli() }
 
-func ttlMillis(ttl time.Duration) (int64, error) {
-	if ttl <= 0 {
-		return 0, idem.ErrTTL
-	}
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
-}
-
 // insert inserts a row for key unless a live one holds it: the insert
 // either succeeds or hits the primary key; in the latter case an expired
 // row is deleted (if still expired) and the insert tried once more, so
@@ -189,7 +182,7 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 	if err := idem.CheckKey(key); err != nil {
 		return false, err
 	}
-	ms, err := ttlMillis(ttl)
+	ms, err := idem.TTLMillis(ttl)
 	if err != nil {
 		return false, err
 	}
@@ -237,7 +230,7 @@ func (s *Store) Complete(ctx context.Context, key []byte, fence idem.Fence, resu
 	if err := idem.CheckKey(key); err != nil {
 		return err
 	}
-	ms, err := ttlMillis(ttl)
+	ms, err := idem.TTLMillis(ttl)
 	if err != nil {
 		return err
 	}
