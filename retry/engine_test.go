@@ -658,11 +658,12 @@ func TestStrayAndMalformedPackets(t *testing.T) {
 	f.tr.Deliver(other, rsp(1))   // wrong proxy
 	f.tr.Deliver(s.Proxy, rsp(2)) // wrong async ID
 	f.tr.Deliver(s.Proxy, []byte("garbage"))
+	f.tr.Deliver(s.Proxy, rsp(1)[:30]) // a cut frame: counted against its zone
 	f.tr.Deliver(s.Proxy, wire.AppendResponse(nil, wire.ResponseHeader{Seq: 1 << 60}))
 	if gs := f.poll(); len(gs) != 0 {
 		t.Fatalf("delivered %+v", gs)
 	}
-	if st := f.stats(); st.StrayPackets != 2 {
+	if st := f.stats(); st.StrayPackets != 2 || st.MalformedPackets != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 	f.tr.Deliver(s.Proxy, rsp(1))

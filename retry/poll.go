@@ -130,15 +130,13 @@ func (c *Client) RecvResponse() (rsp *Response, ok bool) {
 	}
 	advanced := false
 	for {
-		if p.sinceAdvance >= maxPacketsPerAdvance && !advanced {
-			c.advance()
-			advanced = true
-			if c.deliverFinal() {
-				return &p.rsp, true
-			}
+		var frame []byte
+		var from ProxyID
+		ok := false
+		if advanced || p.sinceAdvance < maxPacketsPerAdvance {
+			frame, from, ok = c.tr.Recv()
 		}
-		frame, from, ok := c.tr.Recv()
-		if !ok {
+		if !ok { // inbox empty, or the packet budget spent: timers' turn
 			if advanced {
 				return nil, false
 			}
@@ -194,9 +192,7 @@ func (c *Client) dropContext(z *zone, seq uint64) {
 		return
 	}
 	m := ref.Meta()
-	if h := atomic.SwapUint64(&m.timer, 0); h != 0 {
-		z.wheel.Cancel(timerwheel.Handle(h))
-	}
+	c.cancelTimer(z, m)
 	if m.kind != kindPlain {
 		z.stats.contexts.Add(-1)
 	}
@@ -413,8 +409,10 @@ func (c *Client) onPacket(frame []byte, from ProxyID) bool {
 			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgMalformedPacket,
 				slog.String("proxy", px.String()), slog.String("error", err.Error()), slog.Uint64("count", n))
 		}
-		if z := c.zoneOfSeqFrame(frame); z != nil {
-			z.stats.malformed.Add(1)
+		if seq, ok := wire.PeekResponseSeq(frame); ok {
+			if z := c.zoneOfSeq(seq); z != nil {
+				z.stats.malformed.Add(1)
+			}
 		}
 		return false
 	}
@@ -446,16 +444,6 @@ func (c *Client) onPacket(frame []byte, from ProxyID) bool {
 	default:
 		return c.onComplex(z, seq, m, ref.Frame(), ref.Scratch(), ref.UserBuf(), pkt)
 	}
-}
-
-// zoneOfSeqFrame finds the zone of a frame that failed to parse, if its
-// header is long enough to hold a sequence number.
-func (c *Client) zoneOfSeqFrame(frame []byte) *zone {
-	if len(frame) < 16 {
-		return nil
-	}
-	return c.zoneOfSeq(uint64(frame[8]) | uint64(frame[9])<<8 | uint64(frame[10])<<16 | uint64(frame[11])<<24 |
-		uint64(frame[12])<<32 | uint64(frame[13])<<40 | uint64(frame[14])<<48 | uint64(frame[15])<<56)
 }
 
 // setResponse fills the response from a packet.
@@ -549,17 +537,16 @@ func (c *Client) onComplex(z *zone, seq uint64, m *ctxMeta, orig, scratch, userB
 	}
 
 	keep := p.keepFor(pkt.RecordCount())
-	fresh, dropForeign := 0, 0
+	fresh, foreign := 0, 0 // foreign: key indexes the request never had
 	complete := false
 	if m.kind == kindBatch {
 		bits := wire.Bitset(scratch)
 		it := pkt.Records()
-		foreign := 0
 		for i := range keep {
 			rec, _ := it.Next()
 			if rec.Tag >= uint64(m.nkeys) {
 				keep[i] = false
-				foreign++ // a key index the request never had
+				foreign++
 				continue
 			}
 			keep[i] = bits.Set(uint32(rec.Tag))
@@ -567,8 +554,9 @@ func (c *Client) onComplex(z *zone, seq uint64, m *ctxMeta, orig, scratch, userB
 				fresh++
 			}
 		}
-		z.stats.stray.Add(uint64(foreign))
-		dropForeign = foreign
+		if foreign > 0 {
+			z.stats.stray.Add(uint64(foreign))
+		}
 		m.progress += uint64(fresh)
 		complete = m.progress == uint64(m.nkeys)
 	} else {
@@ -589,7 +577,7 @@ func (c *Client) onComplex(z *zone, seq uint64, m *ctxMeta, orig, scratch, userB
 		// limit does: the last packet may be lost once every record is in.
 		complete = !gap && (!pkt.HaveMore() && pkt.Cursor() == next || limitReached(orig, next))
 	}
-	if dropped := pkt.RecordCount() - fresh - dropForeign; dropped > 0 {
+	if dropped := pkt.RecordCount() - fresh - foreign; dropped > 0 {
 		z.stats.duplicates.Add(uint64(dropped))
 	}
 	if fresh == 0 && !complete {

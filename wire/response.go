@@ -144,6 +144,17 @@ func ParseResponse(frame []byte) (Response, error) {
 	return Response{b: frame}, nil
 }
 
+// PeekResponseSeq returns the sequence number of a response frame that
+// ParseResponse rejected, when its header gets that far (magic, version and
+// type right, at least 16 bytes), so that a client can count the bad packet
+// against its request's zone. ok is false otherwise.
+func PeekResponseSeq(frame []byte) (seq uint64, ok bool) {
+	if len(frame) < rspSeq+8 || frame[0] != magic0 || frame[1] != magic1 || frame[2] != Version || frame[3] != typeResponse {
+		return 0, false
+	}
+	return le.Uint64(frame[rspSeq:]), true
+}
+
 // Frame returns the whole frame the view was parsed from.
 func (r Response) Frame() []byte { return r.b }
 

@@ -333,6 +333,19 @@ func TestParseResponseErrors(t *testing.T) {
 	}
 }
 
+func TestPeekResponseSeq(t *testing.T) {
+	f := AppendResponse(nil, ResponseHeader{Seq: 0xabcdef, AsyncID: 1})
+	if seq, ok := PeekResponseSeq(f[:20]); !ok || seq != 0xabcdef {
+		t.Fatalf("truncated response: %x %v", seq, ok)
+	}
+	req, _ := AppendKeyRequest(nil, hdr(CmdGet), []byte("k"))
+	for _, bad := range [][]byte{nil, f[:15], req, []byte("garbage-garbage-garbage")} {
+		if _, ok := PeekResponseSeq(bad); ok {
+			t.Fatalf("PeekResponseSeq accepted %q", bad)
+		}
+	}
+}
+
 func TestCommandClasses(t *testing.T) {
 	simple := map[Command]bool{7: true, 103: true, 15: true}
 	complexCmds := map[Command]bool{23: true, 117: true, 153: true, 25: true, 11: true}
