@@ -311,20 +311,25 @@ func getCtxFixture(b *testing.B, name string, mk func(int) ctxStore, workers int
 
 // ctxCycle is one read's life: store the new context, take the answer of
 // the oldest one, release it.
-func ctxCycle(b *testing.B, s ctxStore, w *ctxWindow) uint64 {
+//
+// It reports a failure with b.Error and ok == false, never b.Fatal: it runs
+// on RunParallel's goroutines, where FailNow is not allowed.
+func ctxCycle(b *testing.B, s ctxStore, w *ctxWindow) (uint64, bool) {
 	seq := w.seq(w.hi)
 	w.m = ctxMeta{AsyncID: seq, Command: 7}
 	if !s.insert(seq, &w.m, ctxFrame, ctxUser) {
-		b.Fatal("insert failed")
+		b.Error("insert failed")
+		return 0, false
 	}
 	w.hi++
 	seq = w.seq(w.lo)
 	v, ok := s.touch(seq)
 	if !ok || !s.remove(seq) {
-		b.Fatal("resident context missing")
+		b.Error("resident context missing")
+		return 0, false
 	}
 	w.lo++
-	return v
+	return v, true
 }
 
 // BenchmarkCtxCycle: insert + lookup/update/read + delete per op, 500,000
@@ -338,7 +343,11 @@ func BenchmarkCtxCycle(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				v += ctxCycle(b, f.store, w)
+				x, ok := ctxCycle(b, f.store, w)
+				if !ok {
+					return
+				}
+				v += x
 			}
 			ctxSink.Add(v)
 		})
@@ -350,7 +359,11 @@ func BenchmarkCtxCycle(b *testing.B) {
 				w := &f.win[int(f.next.Add(1)-1)%len(f.win)]
 				var v uint64
 				for pb.Next() {
-					v += ctxCycle(b, f.store, w)
+					x, ok := ctxCycle(b, f.store, w)
+					if !ok {
+						return
+					}
+					v += x
 				}
 				ctxSink.Add(v)
 			})
@@ -389,7 +402,8 @@ func BenchmarkCtxLookup(b *testing.B) {
 				for i := uint64(0); pb.Next(); i++ {
 					x, ok := f.store.touch(w.seq(w.lo + i%span))
 					if !ok {
-						b.Fatal("missing")
+						b.Error("missing") // not Fatal: RunParallel goroutine
+						return
 					}
 					v += x
 				}

@@ -31,8 +31,6 @@ const twPending = 500_000
 // ns/op of the peers' latest run, for the speedup metrics.
 var twAfterFuncNs, twRussellNs float64
 
-var twSinkHandle timerwheel.Handle
-
 func twNoop() {}
 
 func twBackground(i int) time.Duration {
@@ -231,9 +229,11 @@ func BenchmarkTimerParallelScheduleCancel(b *testing.B) {
 						b.Error(err)
 						return
 					}
-					w.Cancel(h)
+					if !w.Cancel(h) {
+						b.Error("cancel of a pending timer failed")
+						return
+					}
 				}
-				twSinkHandle = h
 			})
 			b.StopTimer()
 			twReportSpeedup(b)

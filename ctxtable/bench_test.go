@@ -114,25 +114,31 @@ func getFixture(b *testing.B, shards, resident int, pl Placement, workers int) *
 
 // cycle is one read's life in the engine: store the new context, find an
 // older one as its answer arrives, update it, release it.
-func cycle(b *testing.B, t *Table[benchMeta], w *window) uint64 {
+//
+// It reports a failure with b.Error and ok == false, never b.Fatal: it runs
+// on RunParallel's goroutines, where FailNow is not allowed.
+func cycle(b *testing.B, t *Table[benchMeta], w *window) (v uint64, ok bool) {
 	s := w.seq(w.hi)
 	if _, err := t.Insert(s, benchMeta{AsyncID: s, Command: 7}, benchFrame, benchUser, 0); err != nil {
-		b.Fatal(err)
+		b.Error(err)
+		return 0, false
 	}
 	w.hi++
 	s = w.seq(w.lo)
-	r, ok := t.Lookup(s)
-	if !ok {
-		b.Fatal("resident context missing")
+	r, found := t.Lookup(s)
+	if !found {
+		b.Error("resident context missing")
+		return 0, false
 	}
 	m := r.Meta()
 	m.Retries++
-	v := m.AsyncID + uint64(r.UserBuf()[0]) + uint64(r.Frame()[0])
+	v = m.AsyncID + uint64(r.UserBuf()[0]) + uint64(r.Frame()[0])
 	if !t.Delete(s) {
-		b.Fatal("delete missed")
+		b.Error("delete missed")
+		return 0, false
 	}
 	w.lo++
-	return v
+	return v, true
 }
 
 // BenchmarkInsertLookupDelete: one Insert + Lookup + Delete per op with
@@ -145,7 +151,11 @@ func BenchmarkInsertLookupDelete(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for range b.N {
-			s += cycle(b, f.t, w)
+			v, ok := cycle(b, f.t, w)
+			if !ok {
+				return
+			}
+			s += v
 		}
 		sinkU64.Add(s)
 	})
@@ -157,7 +167,11 @@ func BenchmarkInsertLookupDelete(b *testing.B) {
 			w := &f.windows[int(f.next.Add(1)-1)%len(f.windows)]
 			var s uint64
 			for pb.Next() {
-				s += cycle(b, f.t, w)
+				v, ok := cycle(b, f.t, w)
+				if !ok {
+					return
+				}
+				s += v
 			}
 			sinkU64.Add(s)
 		})
@@ -166,12 +180,14 @@ func BenchmarkInsertLookupDelete(b *testing.B) {
 
 // lookupAt looks up the i-th resident context of window w, in send order
 // (stride 1) or scattered (stride 7919, coprime to the window).
-func lookupAt(b *testing.B, t *Table[benchMeta], w *window, stride, i uint64) uint64 {
+// Like cycle, it reports a failure with b.Error and ok == false.
+func lookupAt(b *testing.B, t *Table[benchMeta], w *window, stride, i uint64) (uint64, bool) {
 	r, ok := t.Lookup(w.seq(w.lo + (i*stride)%(w.hi-w.lo)))
 	if !ok {
-		b.Fatal("missing")
+		b.Error("missing")
+		return 0, false
 	}
-	return r.Meta().AsyncID
+	return r.Meta().AsyncID, true
 }
 
 // BenchmarkLookup: Lookup of resident contexts with 500,000 resident, in
@@ -189,7 +205,11 @@ func BenchmarkLookup(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range uint64(b.N) {
-				s += lookupAt(b, f.t, w, c.stride, i)
+				v, ok := lookupAt(b, f.t, w, c.stride, i)
+				if !ok {
+					return
+				}
+				s += v
 			}
 			sinkU64.Add(s)
 		})
@@ -201,7 +221,11 @@ func BenchmarkLookup(b *testing.B) {
 				w := &f.windows[int(f.next.Add(1)-1)%len(f.windows)]
 				var s uint64
 				for i := uint64(0); pb.Next(); i++ {
-					s += lookupAt(b, f.t, w, c.stride, i)
+					v, ok := lookupAt(b, f.t, w, c.stride, i)
+					if !ok {
+						return
+					}
+					s += v
 				}
 				sinkU64.Add(s)
 			})
@@ -232,7 +256,11 @@ func BenchmarkShards(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				s += cycle(b, f.t, w)
+				v, ok := cycle(b, f.t, w)
+				if !ok {
+					return
+				}
+				s += v
 			}
 			sinkU64.Add(s)
 		})
@@ -244,7 +272,11 @@ func BenchmarkShards(b *testing.B) {
 				w := &f.windows[int(f.next.Add(1)-1)%len(f.windows)]
 				var s uint64
 				for pb.Next() {
-					s += cycle(b, f.t, w)
+					v, ok := cycle(b, f.t, w)
+					if !ok {
+						return
+					}
+					s += v
 				}
 				sinkU64.Add(s)
 			})
@@ -442,7 +474,11 @@ func BenchmarkPlacement(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				s += cycle(b, f.t, w)
+				v, ok := cycle(b, f.t, w)
+				if !ok {
+					return
+				}
+				s += v
 			}
 			b.StopTimer()
 			sinkU64.Add(s)

@@ -1,6 +1,7 @@
 package ctxtable
 
 import (
+	"errors"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -33,8 +34,8 @@ func TestChurn(t *testing.T) {
 			live = append(live, next)
 			next++
 		}
-		if _, err := tab.Insert(next, 0, nil, nil, 0); err == nil {
-			t.Fatal("insert past the cap succeeded")
+		if _, err := tab.Insert(next, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
+			t.Fatalf("insert past the cap: %v, want ErrFull", err)
 		}
 		cells := tab.Stats().IndexCells
 		rng := rand.New(rand.NewPCG(11, uint64(place)))

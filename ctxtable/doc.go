@@ -41,17 +41,18 @@
 //
 // A context costs len(frame) + len(userBuf) + scratch rounded up to its
 // size class (≤ 7 bytes up to 256 bytes, ≤ 12.5% above), plus
-// unsafe.Sizeof(M) rounded up to 8, plus about 52 bytes of table overhead:
-// a 32-byte slot header and ~19 bytes of index at the cap's load, plus
-// chunk slack. So read qps × budget (s) × (frame + user buffer + meta + ~60
-// bytes) predicts the footprint; BenchmarkMemory measures it.
+// unsafe.Sizeof(M) rounded up to 8, plus table overhead: a 32-byte slot
+// header, ~19 bytes of index at the cap's load, and chunk slack.
+// BenchmarkMemory measures 56 bytes per context beyond frame + user buffer
+// + meta, size-class rounding included (~10 of them). So read qps × budget
+// (s) × (frame + user buffer + meta + 56 bytes) predicts the footprint.
 //
 // # The cap (SPEC R2)
 //
 // Insert returns ErrFull when the table holds Cap contexts; the engine then
 // sends the read without a context. The cap is exact without a shared
 // counter on the hot path: shards take units of it from a pool in batches
-// and return them, and near the cap they trade single units (see cap.go).
+// and return them, and near the cap they trade single units.
 // SetCap changes it at run time for later inserts and never drops a live
 // context.
 //

@@ -62,25 +62,6 @@ func (ix *index) home(p uint32) uint64 {
 	return hi
 }
 
-// find returns the cell holding seq, or -1. Robin Hood order lets a miss stop
-// at the first cell whose entry sits closer to its home than we are to ours.
-func (ix *index) find(seq uint64, p uint32) int {
-	i := ix.home(p)
-	cells := ix.cells
-	for d := uint32(0); ; d++ {
-		e := &cells[i]
-		if e.slot == 0 || e.dist < d {
-			return -1
-		}
-		if e.seq == seq {
-			return int(i)
-		}
-		if i++; i == ix.n {
-			i = 0
-		}
-	}
-}
-
 // findOrPlace looks seq up; if absent it returns the cell and distance where
 // the Robin Hood insert of seq starts (pos ≥ 0, found false).
 func (ix *index) findOrPlace(seq uint64, p uint32) (pos uint64, dist uint32, found bool) {

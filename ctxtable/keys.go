@@ -19,7 +19,7 @@ package ctxtable
 // is a hashed Robin Hood table with backward-shift deletion. Under
 // PlaceHashed the ring is unused and over holds everything.
 type keys struct {
-	ring index // only cells, n, magic and count are used; never probed
+	ring index // never probed: entries sit in their own cell (growAt, shrinkAt size it)
 	over index
 }
 
@@ -44,6 +44,11 @@ func (t *Table[M]) overKey(seq, h uint64) uint32 {
 	return uint32(mix(seq) >> 32)
 }
 
+// rehashKey is overKey for an entry being moved, whose hash is not at hand
+// (the caller passes mix(seq) only under PlaceHashed; overKey ignores it
+// otherwise).
+func (t *Table[M]) rehashKey(seq uint64) uint32 { return t.overKey(seq, mix(seq)) }
+
 // where is a found entry's place: a ring cell, or a cell of over.
 type where struct {
 	pos    uint64
@@ -61,8 +66,8 @@ func (t *Table[M]) find(k *keys, seq, h uint64) (where, bool) {
 			return where{}, false
 		}
 	}
-	i := k.over.find(seq, t.overKey(seq, h))
-	return where{uint64(i), false}, i >= 0
+	pos, _, ok := k.over.findOrPlace(seq, t.overKey(seq, h))
+	return where{pos, false}, ok
 }
 
 // slotAt returns the slot id stored at w.
@@ -107,10 +112,7 @@ func (t *Table[M]) add(sh *shard[M], seq, h uint64, slot uint32) {
 // addOver places seq in over, doubling over first if it is at load 7/8.
 func (t *Table[M]) addOver(k *keys, seq, h uint64, slot uint32) {
 	if !t.hashed && k.over.count >= k.over.growAt {
-		k.over.resize(2*int(k.over.n), func(s uint64) uint32 { return t.overKey(s, 0) })
-	}
-	if t.hashed && h == 0 {
-		h = mix(seq)
+		k.over.resize(2*int(k.over.n), t.rehashKey)
 	}
 	pos, dist, _ := k.over.findOrPlace(seq, t.overKey(seq, h))
 	k.over.place(pos, dist, seq, slot)
@@ -134,7 +136,7 @@ func (t *Table[M]) remove(sh *shard[M], w where) {
 	if k.count() < k.ring.shrinkAt() && k.ring.n > minCells {
 		t.rebuild(sh, max(minCells, int(k.ring.n/2)))
 	} else if !w.inRing && k.over.count < k.over.shrinkAt() && k.over.n > minCells {
-		k.over.resize(max(minCells, int(k.over.n/2)), func(s uint64) uint32 { return t.overKey(s, 0) })
+		k.over.resize(max(minCells, int(k.over.n/2)), t.rehashKey)
 	}
 }
 
@@ -144,7 +146,7 @@ func (t *Table[M]) remove(sh *shard[M], w where) {
 func (t *Table[M]) rebuild(sh *shard[M], n int) {
 	k := &sh.keys
 	if t.hashed {
-		k.over.resize(n, func(s uint64) uint32 { return t.overKey(s, mix(s)) })
+		k.over.resize(n, t.rehashKey)
 		return
 	}
 	oldRing, oldOver := k.ring.cells, k.over.cells

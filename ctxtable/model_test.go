@@ -95,7 +95,7 @@ func (g *keyGen) key() uint64 {
 // map side by side (SPEC R12: a context is found under its own sequence
 // number only, with its own payload, until deleted).
 func TestModel(t *testing.T) {
-	seeds := 24
+	seeds := 32
 	ops := 6000
 	if raceEnabled {
 		seeds, ops = 8, 3000
@@ -104,7 +104,7 @@ func TestModel(t *testing.T) {
 	for seed := range seeds {
 		kind := kinds[seed%len(kinds)]
 		shards := []int{1, 2, 8, 64}[seed/len(kinds)%4]
-		place := Placement(seed / 2 % 2)
+		place := Placement(seed / (len(kinds) * 4) % 2)
 		name := fmt.Sprintf("seed=%d/%s/shards=%d/place=%d", seed, kind, shards, place)
 		t.Run(name, func(t *testing.T) {
 			runModel(t, uint64(seed), kind, shards, place, ops)

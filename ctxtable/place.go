@@ -18,7 +18,7 @@ const (
 	//
 	// A context that outlives a lap of the ring (a straggler) or whose cell
 	// is taken for any other reason moves to the shard's overflow index, a
-	// hashed Robin Hood table (see keys), so probes stay bounded for any key
+	// hashed Robin Hood table (the overflow index), so probes stay bounded for any key
 	// pattern. Keys whose low bits are all equal (a stride that is a
 	// multiple of the shard count) share one shard: correct, only
 	// unsharded.

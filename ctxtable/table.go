@@ -56,7 +56,7 @@ type Config struct {
 	// [1, MaxShards]; 0 means DefaultShards(). More shards mean less lock
 	// contention between senders and a little more idle memory (each shard
 	// keeps one spare chunk per size class in use); see the README's sweep.
-	Shards int
+	Shards int // shard count (Config.Shards)
 	// Placement says how sequence numbers map to shards and cells; the zero
 	// value PlaceCounter suits the engine's counter-made sequence numbers.
 	Placement Placement
@@ -150,11 +150,10 @@ func New[M any](cfg Config) (*Table[M], error) {
 	t.batch.Store(batchFor(c, n))
 	for i := range t.shards {
 		sh := &t.shards[i]
-		sh.keys.ring.init(min(minCells, capCells))
-		sh.keys.over.init(min(minCells, capCells))
-		if t.hashed {
-			sh.keys.ring = index{} // unused
+		if !t.hashed { // PlaceHashed keeps every entry in over
+			sh.keys.ring.init(min(minCells, capCells))
 		}
+		sh.keys.over.init(min(minCells, capCells))
 		sh.slots.set.init(slotSize[M](), 8)
 	}
 	return t, nil

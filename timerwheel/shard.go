@@ -177,10 +177,6 @@ func (s *shard) insert(i uint32, n *node) {
 // level-0 slot, which Advance is draining.
 func (s *shard) place(i uint32, n *node) {
 	d := n.deadline
-	if d == s.cur {
-		s.linkSlot(uint32(d&slotMask), i, n)
-		return
-	}
 	level := uint32(0)
 	// The top level always reaches: its slot numbers are 0 to 7.
 	for ; level < levels-1; level++ {

@@ -292,28 +292,11 @@ func (w *Wheel) Schedule(deadline time.Time, id uint64) (Handle, error) {
 	if err != nil {
 		return 0, err
 	}
-	si := w.shardOf(id)
-	s := &w.shards[si]
-	s.mu.Lock()
-	i, n, ok := s.alloc()
-	if !ok {
-		s.mu.Unlock()
-		return w.spill(si, t, id)
-	}
-	n.deadline = t
-	n.id = id
-	s.insert(i, n)
-	s.count++
-	gen := n.gen
-	s.mu.Unlock()
-	return makeHandle(gen, si, i), nil
-}
-
-// spill schedules into the first shard after full that has room, so that
-// ErrFull means the whole wheel is full, not just the id's shard.
-func (w *Wheel) spill(full int, t int64, id uint64) (Handle, error) {
-	for k := 1; k < len(w.shards); k++ {
-		si := (full + k) & (len(w.shards) - 1)
+	home := w.shardOf(id)
+	// A full shard spills into the next one with room, so that ErrFull
+	// means the whole wheel is full, not just the id's shard.
+	for k := range len(w.shards) {
+		si := (home + k) & (len(w.shards) - 1)
 		s := &w.shards[si]
 		s.mu.Lock()
 		if i, n, ok := s.alloc(); ok {
