@@ -152,7 +152,7 @@ func Classify(err error) Class {
 		return Network
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return Timeout
-	case errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return Network
 	}
 	return Unknown
@@ -188,9 +188,15 @@ func classOf(err error) (Class, bool) {
 	return Unknown, false
 }
 
-// netClassOf finds the outermost net.Error in err's tree.
+// netClassOf finds the outermost net.Error in err's tree. A bare
+// syscall.Errno has Timeout and Temporary methods too, so it looks like a
+// net.Error; it is left to Classify's errno list instead, or a file's
+// ENOENT or EACCES would count as a network error and be retried (B2).
 func netClassOf(err error) (Class, bool) {
 	e, ok := as[net.Error](err)
+	if _, errno := e.(syscall.Errno); errno {
+		return Unknown, false
+	}
 	switch {
 	case !ok:
 		return Unknown, false

@@ -643,6 +643,11 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("dial: %w", syscall.EHOSTUNREACH), Network},
 		{syscall.ETIMEDOUT, Timeout},
 		{syscall.EPIPE, Network},
+		// A bare errno that is not a network failure is not retried (B2).
+		{&os.PathError{Op: "open", Path: "/x", Err: syscall.ENOENT}, Unknown},
+		{os.NewSyscallError("write", syscall.EACCES), Unknown},
+		{syscall.EINVAL, Unknown},
+		{net.ErrClosed, Network},
 		{io.ErrUnexpectedEOF, Network},
 		{io.EOF, Network},
 		{net.ErrClosed, Network},
