@@ -41,43 +41,17 @@ func Do(ctx context.Context, p *Policy, fn func(context.Context) error) error {
 		p.budget.Request()
 	}
 	if p.timed {
-		return doTimed(ctx, p, fn)
+		_, err := valueTimed(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+		return err
 	}
 	err := fn(ctx)
 	if err == nil {
 		return nil
 	}
-	return doRetry(ctx, p, fn, err)
-}
-
-func doTimed(ctx context.Context, p *Policy, fn func(context.Context) error) error {
-	var r runner
-	err := fn(r.begin(ctx, p))
-	r.end()
-	if err == nil {
-		return nil
-	}
-	return r.loop(fn, err)
-}
-
-func doRetry(ctx context.Context, p *Policy, fn func(context.Context) error, err error) error {
-	var r runner
-	r.resume(ctx, p)
-	return r.loop(fn, err)
-}
-
-func (r *runner) loop(fn func(context.Context) error, err error) error {
-	for {
-		actx, stop := r.next(err)
-		if stop != nil {
-			return stop
-		}
-		err = fn(actx)
-		r.end()
-		if err == nil {
-			return nil
-		}
-	}
+	// Only the slow paths go through the generic loop: on the success path
+	// the adapter closure would cost Do a few ns (measured).
+	_, err = valueRetry(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }, struct{}{}, err)
+	return err
 }
 
 // DoValue is [Do] for a function that returns a value (SPEC M1). It returns
@@ -152,43 +126,13 @@ func Wrap[Req, Resp any](p *Policy, fn func(context.Context, Req) (Resp, error))
 			p.budget.Request()
 		}
 		if p.timed {
-			return wrapTimed(ctx, p, fn, req)
+			return valueTimed(ctx, p, func(ctx context.Context) (Resp, error) { return fn(ctx, req) })
 		}
 		resp, err := fn(ctx, req)
 		if err == nil {
 			return resp, nil
 		}
-		return wrapRetry(ctx, p, fn, req, resp, err)
-	}
-}
-
-func wrapTimed[Req, Resp any](ctx context.Context, p *Policy, fn func(context.Context, Req) (Resp, error), req Req) (Resp, error) {
-	var r runner
-	resp, err := fn(r.begin(ctx, p), req)
-	r.end()
-	if err == nil {
-		return resp, nil
-	}
-	return wrapLoop(&r, fn, req, resp, err)
-}
-
-func wrapRetry[Req, Resp any](ctx context.Context, p *Policy, fn func(context.Context, Req) (Resp, error), req Req, resp Resp, err error) (Resp, error) {
-	var r runner
-	r.resume(ctx, p)
-	return wrapLoop(&r, fn, req, resp, err)
-}
-
-func wrapLoop[Req, Resp any](r *runner, fn func(context.Context, Req) (Resp, error), req Req, resp Resp, err error) (Resp, error) {
-	for {
-		actx, stop := r.next(err)
-		if stop != nil {
-			return resp, stop
-		}
-		resp, err = fn(actx, req)
-		r.end()
-		if err == nil {
-			return resp, nil
-		}
+		return valueRetry(ctx, p, func(ctx context.Context) (Resp, error) { return fn(ctx, req) }, resp, err)
 	}
 }
 
