@@ -22,10 +22,11 @@ type Strategy interface {
 
 // Jitter returns a uniform random delay in [1 ms, d] (SPEC G3): the jitter of
 // the Google client libraries, which keeps a little wait but spreads clients
-// over the whole interval. A d of 1 ms or less is returned unchanged.
+// over the whole interval. A d of 1 ms or less is returned unchanged, a
+// negative one as 0 (B1: never negative).
 func Jitter(d time.Duration) time.Duration {
 	if d <= time.Millisecond {
-		return d
+		return max(d, 0)
 	}
 	return uniform(time.Millisecond, d)
 }

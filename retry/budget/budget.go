@@ -270,7 +270,7 @@ func (b *Budget) refill(at time.Duration) {
 		return
 	}
 	requests, retries := b.inWindow(at, b.observe(at))
-	allowed := math.Floor(b.ratio*requests + b.floor - float64(retries))
+	allowed := math.Floor(b.allowance(requests) - float64(retries))
 	b.tokens.Store(int64(max(allowed, 0)))
 }
 
@@ -301,7 +301,7 @@ func (b *Budget) Stats() Stats {
 	return Stats{
 		Requests:  requests,
 		Retries:   retries,
-		Allowance: b.ratio*requests + b.floor,
+		Allowance: b.allowance(requests),
 		Denied:    b.denied(),
 	}
 }
@@ -396,3 +396,7 @@ func stackHint() uintptr {
 	h := uint64(uintptr(unsafe.Pointer(&x)) >> 11)
 	return uintptr((h * 0x9E3779B97F4A7C15) >> 56) // 8 bits: maxShards
 }
+
+// allowance is how many retries the window allows for its requests: the
+// ratio of them plus the floor (SPEC B4).
+func (b *Budget) allowance(requests float64) float64 { return b.ratio*requests + b.floor }

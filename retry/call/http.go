@@ -110,17 +110,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Body = body
 		}
 		resp, err := base.RoundTrip(out)
-		var failure error
-		switch {
-		case err != nil:
-			failure = err
-		case resp.StatusCode >= 400:
-			failure = newStatusError(resp)
-		default:
-			return t.finish(&r, resp), nil
-		}
-		if !replayable {
+		if !replayable || (err == nil && resp.StatusCode < 400) {
 			return t.finish(&r, resp), err
+		}
+		failure := err
+		if failure == nil {
+			failure = newStatusError(resp)
 		}
 		wait, timeout, stop := r.plan(failure)
 		if stop != nil {

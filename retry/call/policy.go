@@ -55,9 +55,8 @@ type Policy struct {
 	maxRetryAfter time.Duration
 
 	// Derived in finish.
-	firstTimeout time.Duration // RPC timeout of attempt 1 (0: none)
-	timed        bool          // attempts have RPC timeouts or the operation a total timeout
-	clock        bool          // TotalTimeout > 0: elapsed time is needed
+	timed bool // attempts have RPC timeouts or the operation a total timeout
+	clock bool // TotalTimeout > 0: elapsed time is needed
 
 	// sleep replaces the real sleep in tests; nil in production. It gets
 	// the call's context, never the runner, so the runner stays on the
@@ -104,16 +103,10 @@ func (p *Policy) apply(opts []Option) (*Policy, error) {
 	if s.MaxAttempts == 0 && s.TotalTimeout == 0 && !p.unbounded {
 		return nil, fmt.Errorf("%w: no attempt limit and no total timeout; use Unbounded to retry without bound (SPEC B3)", ErrInvalidPolicy)
 	}
-	first := s.InitialRPCTimeout
-	if s.MaxRPCTimeout > 0 && first > s.MaxRPCTimeout {
-		first = s.MaxRPCTimeout
-	}
-	if s.TotalTimeout > 0 && (first == 0 || first > s.TotalTimeout) {
-		first = s.TotalTimeout
-	}
-	p.firstTimeout = first
+	it := p.iter // the first attempt's timeout, as the runner will see it
+	first, _ := it.Next(0)
 	p.clock = s.TotalTimeout > 0
-	p.timed = first > 0 || p.clock
+	p.timed = first.RPCTimeout > 0 || p.clock
 	return p, nil
 }
 
