@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,23 +47,33 @@ func retryClient(t *testing.T) (*http.Client, *http.Transport) {
 
 func post(t *testing.T, c *http.Client, url, key, body string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	resp, b, err := postErr(c, url, key, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// postErr is post for goroutines other than the test's, where t.Fatal must
+// not be called: it returns the error instead.
+func postErr(c *http.Client, url, key, body string) (*http.Response, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, "", err
 	}
 	if key != "" {
 		idem.SetKey(req, key)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return nil, "", fmt.Errorf("POST %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", err
 	}
-	return resp, string(b)
+	return resp, string(b), nil
 }
 
 // TestRetriedPOSTExactlyOnce is issue 8's end-to-end test: a POST with an
@@ -172,7 +183,12 @@ func TestMiddlewareConcurrentDuplicates(t *testing.T) {
 
 	first := make(chan int)
 	go func() {
-		resp, _ := post(t, c, srv.URL, "k", "")
+		resp, _, err := postErr(c, srv.URL, "k", "")
+		if err != nil {
+			t.Error(err)
+			first <- 0
+			return
+		}
 		first <- resp.StatusCode
 	}()
 	<-entered
@@ -183,7 +199,11 @@ func TestMiddlewareConcurrentDuplicates(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, _ := post(t, c, srv.URL, "k", "")
+			resp, _, err := postErr(c, srv.URL, "k", "")
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			if resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") == "1" {
 				conflicts.Add(1)
 			}

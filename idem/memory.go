@@ -251,23 +251,26 @@ func (m *Memory) Expire(now time.Time) int {
 }
 
 // now reads the clock once and, at most once per tick across all
-// goroutines, advances the wheel. It returns the time and the same time in
-// nanoseconds since start. With the default clock it reads only the
-// monotonic clock (time.Since), half the cost of time.Now, which reads the
-// wall clock too.
-func (m *Memory) now() (time.Time, int64) {
+// goroutines, advances the wheel. It returns the time in nanoseconds since
+// start; at(rel) turns it back into a time.Time for the wheel, which only
+// the advancing call and a full store's retry need. With the default clock
+// it reads only the monotonic clock (time.Since), half the cost of
+// time.Now, which reads the wall clock too.
+func (m *Memory) now() int64 {
 	var rel int64
 	if m.clock == nil {
 		rel = int64(time.Since(m.start))
 	} else {
 		rel = int64(m.clock().Sub(m.start))
 	}
-	t := m.start.Add(time.Duration(rel))
 	if last := m.lastAdvance.Load(); rel-last >= m.tick && m.lastAdvance.CompareAndSwap(last, rel) {
-		m.wheel.Advance(t, m.fire)
+		m.wheel.Advance(m.at(rel), m.fire)
 	}
-	return t, rel
+	return rel
 }
+
+// at is the time rel nanoseconds after start.
+func (m *Memory) at(rel int64) time.Time { return m.start.Add(time.Duration(rel)) }
 
 // clockNow returns the store's current time.
 func (m *Memory) clockNow() time.Time {
@@ -279,7 +282,7 @@ func (m *Memory) clockNow() time.Time {
 
 func (m *Memory) shardOf(h uint64) int { return int(h >> m.shardShift) }
 
-// expires returns now+ttl in store time, or false if it would overflow.
+// expiry returns now+ttl in store time, or false if it would overflow.
 func expiry(now int64, ttl time.Duration) (int64, bool) {
 	if ttl <= 0 {
 		return 0, false
@@ -314,7 +317,7 @@ func (m *Memory) put(key []byte, ttl time.Duration, st uint8) (Fence, error) {
 	if ttl <= 0 {
 		return 0, ErrTTL
 	}
-	t, now := m.now()
+	now := m.now()
 	exp, ok := expiry(now, ttl)
 	if !ok {
 		return 0, ErrTTL
@@ -338,7 +341,7 @@ func (m *Memory) put(key []byte, ttl time.Duration, st uint8) (Fence, error) {
 		}
 		// Full: reclaim whatever is due (outside the shard lock: the
 		// wheel calls back into it), then try once more.
-		m.wheel.Advance(t, m.fire)
+		m.wheel.Advance(m.at(now), m.fire)
 	}
 }
 
@@ -354,7 +357,7 @@ func (m *Memory) Complete(_ context.Context, key []byte, fence Fence, result []b
 	if len(result) > m.maxResult {
 		return ErrTooLarge
 	}
-	_, now := m.now()
+	now := m.now()
 	exp, ok := expiry(now, ttl)
 	if !ok {
 		return ErrTTL
@@ -395,7 +398,7 @@ func (m *Memory) Release(_ context.Context, key []byte, fence Fence) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	_, now := m.now()
+	now := m.now()
 	h := maphash.Bytes(m.seed, key)
 	sh := &m.shards[m.shardOf(h)]
 	sh.mu.Lock()
@@ -418,7 +421,7 @@ func (m *Memory) Lookup(_ context.Context, key []byte, dst []byte) (State, []byt
 	if err := CheckKey(key); err != nil {
 		return Absent, dst, err
 	}
-	_, now := m.now()
+	now := m.now()
 	h := maphash.Bytes(m.seed, key)
 	sh := &m.shards[m.shardOf(h)]
 	sh.mu.Lock()
@@ -443,7 +446,7 @@ func (m *Memory) Consume(_ context.Context, token []byte) (bool, error) {
 	if err := CheckKey(token); err != nil {
 		return false, err
 	}
-	_, now := m.now()
+	now := m.now()
 	h := maphash.Bytes(m.seed, token)
 	sh := &m.shards[m.shardOf(h)]
 	sh.mu.Lock()

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -349,20 +350,32 @@ func TestMemoryClaimAllocs(t *testing.T) {
 		keys[i] = []byte("00000000-0000-4000-8000-" + strconv.Itoa(100000000000+i))
 	}
 	fences := make([]idem.Fence, len(keys))
+	var failed error // the last failure inside cycle, checked after AllocsPerRun
 	cycle := func() {
 		for i, k := range keys {
-			fences[i], _ = m.Claim(ctx, k, time.Minute)
+			f, err := m.Claim(ctx, k, time.Minute)
+			if f == 0 || err != nil {
+				failed = fmt.Errorf("claim %s: %d, %v", k, f, err)
+			}
+			fences[i] = f
 		}
 		for _, k := range keys {
-			m.Claim(ctx, k, time.Minute) // repeat: 0
+			if f, err := m.Claim(ctx, k, time.Minute); f != 0 || err != nil { // a repeat
+				failed = fmt.Errorf("repeat claim %s: %d, %v", k, f, err)
+			}
 		}
 		for i, k := range keys {
-			m.Release(ctx, k, fences[i])
+			if err := m.Release(ctx, k, fences[i]); err != nil {
+				failed = fmt.Errorf("release %s: %v", k, err)
+			}
 		}
 	}
 	cycle() // grow the slabs to the working set
 	if n := testing.AllocsPerRun(20, cycle); n != 0 {
 		t.Fatalf("claim/repeat/release cycle allocates %.1f times, want 0", n)
+	}
+	if failed != nil {
+		t.Fatal(failed)
 	}
 }
 
@@ -373,7 +386,12 @@ func TestMemoryJanitor(t *testing.T) {
 	ctx := context.Background()
 	m := newMemory(t, idem.MemoryConfig{Capacity: 64, Tick: time.Millisecond})
 	for i := range 10 {
-		m.Claim(ctx, []byte(strconv.Itoa(i)), 10*time.Millisecond)
+		if f, err := m.Claim(ctx, []byte(strconv.Itoa(i)), 10*time.Millisecond); f == 0 || err != nil {
+			t.Fatalf("claim %d: %d, %v", i, f, err)
+		}
+	}
+	if m.Len() != 10 {
+		t.Fatalf("Len %d before the janitor, want 10", m.Len())
 	}
 	j, err := idem.NewJanitor(m, 5*time.Millisecond)
 	if err != nil {

@@ -29,14 +29,13 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/readretry/readretry/idem"
+	"github.com/readretry/readretry/idem/internal/fence"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,7 +45,7 @@ const DefaultPrefix = "idem:"
 
 // DefaultMaxResult is the longest result Complete stores, in bytes, when
 // Options.MaxResult is 0 (Redis itself accepts values up to 512 MiB).
-const DefaultMaxResult = 1 << 20
+const DefaultMaxResult = idem.DefaultMaxResult
 
 // Options configures a [Store]. The zero value is usable.
 type Options struct {
@@ -66,8 +65,7 @@ type Store struct {
 	token     string // prefix + "t:"
 	maxResult int
 
-	fenceBase uint64 // random per Store, so fences differ across processes
-	fences    atomic.Uint64
+	fences *fence.Source
 }
 
 // ErrOptions is wrapped by New for invalid Options.
@@ -87,29 +85,13 @@ func New(c redis.UniversalClient, o Options) (*Store, error) {
 	if o.MaxResult == 0 {
 		o.MaxResult = DefaultMaxResult
 	}
-	var seed [8]byte
-	_, _ = rand.Read(seed[:]) // never fails (crypto/rand)
 	return &Store{
 		c:         c,
 		claim:     o.Prefix + "c:",
 		token:     o.Prefix + "t:",
 		maxResult: o.MaxResult,
-		fenceBase: binary.LittleEndian.Uint64(seed[:]),
+		fences:    fence.New(),
 	}, nil
-}
-
-// nextFence returns a fence unique within this Store and random across
-// processes; never 0.
-func (s *Store) nextFence() idem.Fence {
-	for {
-		// An odd multiplier makes n → n·k a bijection on uint64, so no
-		// two calls of this Store collide; the random base makes another
-		// process's fences unrelated to these.
-		f := idem.Fence(s.fenceBase ^ s.fences.Add(1)*0x9E3779B97F4A7C15)
-		if f != 0 {
-			return f
-		}
-	}
 }
 
 const (
@@ -125,27 +107,31 @@ func pendingValue(f idem.Fence) []byte {
 	return v
 }
 
-// completeScript replaces the pending value of the caller's claim (ARGV[1])
-// with the done value (ARGV[2]) for ARGV[3] milliseconds; 0 if the claim is
-// not the caller's.
+// completeScript replaces the caller's claim — pending or already done,
+// with the caller's fence (ARGV[1], 8 bytes) after the tag byte — with the
+// done value (ARGV[2]) for ARGV[3] milliseconds; 0 if the claim is not the
+// caller's. (A holder may complete twice, as with the other stores.)
 var completeScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 2, 9) == ARGV[1] then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
 end
 return 0
 `)
 
-// releaseScript deletes the claim if it is still the caller's: pending
-// with the caller's fence (ARGV[1]), or done with it (ARGV[2] is the 9-byte
-// head of such a value).
+// releaseScript deletes the claim if it is still the caller's: pending or
+// done with the caller's fence (ARGV[1], 8 bytes) after the tag byte.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v and (v == ARGV[1] or string.sub(v, 1, 9) == ARGV[2]) then
+if v and string.sub(v, 2, 9) == ARGV[1] then
 	return redis.call('DEL', KEYS[1])
 end
 return 0
 `)
+
+// fenceBytes is a fence as stored after a value's tag byte.
+func fenceBytes(f idem.Fence) []byte { return binary.BigEndian.AppendUint64(nil, uint64(f)) }
 
 // Claim implements idem.Store.Claim with SET key 'P'+fence NX PX ttl.
 func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.Fence, error) {
@@ -156,7 +142,7 @@ func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.
 	if err != nil {
 		return 0, err
 	}
-	f := s.nextFence()
+	f := s.fences.Next()
 	ok, err := s.c.SetNX(ctx, s.claim+string(key), pendingValue(f), time.Duration(ms)*time.Millisecond).Result()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: claim: %w", err)
@@ -183,7 +169,7 @@ func (s *Store) Complete(ctx context.Context, key []byte, fence idem.Fence, resu
 	done[0] = tagDone
 	binary.BigEndian.PutUint64(done[1:], uint64(fence))
 	done = append(done, result...)
-	n, err := completeScript.Run(ctx, s.c, []string{s.claim + string(key)}, pendingValue(fence), done, ms).Int()
+	n, err := completeScript.Run(ctx, s.c, []string{s.claim + string(key)}, fenceBytes(fence), done, ms).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: complete: %w", err)
 	}
@@ -198,9 +184,7 @@ func (s *Store) Release(ctx context.Context, key []byte, fence idem.Fence) error
 	if err := idem.CheckKey(key); err != nil {
 		return err
 	}
-	doneHead := pendingValue(fence)
-	doneHead[0] = tagDone
-	n, err := releaseScript.Run(ctx, s.c, []string{s.claim + string(key)}, pendingValue(fence), doneHead).Int()
+	n, err := releaseScript.Run(ctx, s.c, []string{s.claim + string(key)}, fenceBytes(fence)).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}

@@ -31,15 +31,13 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/readretry/readretry/idem"
+	"github.com/readretry/readretry/idem/internal/fence"
 )
 
 // DefaultTable is the dedup table of a store built with an empty
@@ -48,7 +46,7 @@ const DefaultTable = "idem_dedup"
 
 // DefaultMaxResult is the longest result Complete stores, in bytes, when
 // Config.MaxResult is 0.
-const DefaultMaxResult = 1 << 20
+const DefaultMaxResult = idem.DefaultMaxResult
 
 // ErrConfig is wrapped by New for an invalid Config or a nil *sql.DB, and
 // by InTx for a nil function.
@@ -99,8 +97,7 @@ type Store struct {
 
 	qInsert, qDeleteExpired, qComplete, qRelease, qLookup, qConsume, qPurge string
 
-	fenceBase uint64
-	fences    atomic.Uint64
+	fences *fence.Source
 }
 
 // New returns a store on db's table c.Table in dialect d. It does not touch
@@ -125,12 +122,10 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
-	var seed [8]byte
-	_, _ = rand.Read(seed[:]) // never fails (crypto/rand)
 	t := c.Table
 	s := &Store{
 		db: db, d: d, table: t, maxResult: c.MaxResult, clock: c.Clock,
-		fenceBase: binary.LittleEndian.Uint64(seed[:]),
+		fences: fence.New(),
 
 		qInsert:        d.Rebind("INSERT INTO " + t + " (id, kind, state, fence, expires_at) VALUES (?, ?, ?, ?, ?)"),
 		qDeleteExpired: d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at <= ?"),
@@ -158,17 +153,6 @@ func (s *Store) CreateTable(ctx context.Context) error {
 		return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
 	}
 	return nil
-}
-
-func (s *Store) nextFence() idem.Fence {
-	for {
-		// Odd multiplier: a bijection on uint64, so no two fences of this
-		// Store collide; the random base separates processes.
-		f := idem.Fence(s.fenceBase ^ s.fences.Add(1)*0x9E3779B97F4A7C15)
-		if f != 0 {
-			return f
-		}
-	}
 }
 
 func (s *Store) nowMillis() int64 { return s.clock().UnixMilli() }
@@ -216,7 +200,7 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 // Claim implements idem.Store.Claim: INSERT; a unique violation on a live
 // row means another claim holds the key.
 func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.Fence, error) {
-	f := s.nextFence()
+	f := s.fences.Next()
 	ok, err := s.insert(ctx, "claim", key, kindClaim, statePending, f, ttl)
 	if !ok {
 		return 0, err

@@ -72,6 +72,13 @@ func testClaimCompleteLookup(t *testing.T, s idem.Store) {
 	if f2, err := s.Claim(ctx, k, TTL); err != nil || f2 != 0 {
 		t.Fatalf("Claim after Complete = %v, %v; want 0, nil", f2, err)
 	}
+	// The holder may complete again (the same contract on every store).
+	if err := s.Complete(ctx, k, f, []byte("answer"), TTL); err != nil {
+		t.Fatalf("second Complete by the holder: %v", err)
+	}
+	if err := s.Complete(ctx, k, f+1, []byte("other"), TTL); !errors.Is(err, idem.ErrLost) {
+		t.Fatalf("Complete with another fence = %v, want ErrLost", err)
+	}
 	st, res, err := s.Lookup(ctx, k, []byte("prefix:"))
 	if err != nil || st != idem.Done || string(res) != "prefix:answer" {
 		t.Fatalf("Lookup of a done claim = %v, %q, %v; want done, prefix:answer", st, res, err)
