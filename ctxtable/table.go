@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // DefaultCap is the cap used when Config.Cap or SetCap gets n ≤ 0: the
@@ -433,6 +434,9 @@ type Stats struct {
 	Shards int
 
 	IndexCells int // ring and overflow index cells across shards (16 bytes each)
+	// Bytes is the memory the table holds for its contexts: slab chunks
+	// plus index cells, in bytes (SlabBytes + 16·IndexCells).
+	Bytes int64
 	// Overflow is the number of contexts in the shards' hashed overflow
 	// indexes rather than their rings (all of them under PlaceHashed).
 	Overflow int
@@ -478,6 +482,7 @@ func (t *Table[M]) Stats() Stats {
 		st.LargeAllocs += sh.nLargeT
 		sh.mu.Unlock()
 	}
+	st.Bytes = st.SlabBytes + int64(st.IndexCells)*int64(unsafe.Sizeof(entry{}))
 	return st
 }
 

@@ -289,8 +289,12 @@ func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) e
 	}
 	conf, rawMax, found, confErr := confFromList(collectURLList)
 
+	var opened []ProxyID
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() {
+		c.mu.Unlock()
+		c.open(opened) // a dial may take time: not under c.mu
+	}()
 	z := c.zoneOf(zone)
 	if z == nil {
 		var err error
@@ -298,7 +302,7 @@ func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) e
 			return err
 		}
 	}
-	rt, err := c.register(proxies)
+	rt, opened, err := c.register(proxies)
 	if err != nil {
 		return err
 	}
@@ -366,9 +370,9 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 	return z, nil
 }
 
-// register gives each proxy its ProxyID (opening new ones on the transport)
-// and returns the route; c.mu is held.
-func (c *Client) register(proxies []Proxy) (*route, error) {
+// register gives each proxy its ProxyID and returns the route and the
+// proxies seen for the first time, for open; c.mu is held.
+func (c *Client) register(proxies []Proxy) (*route, []ProxyID, error) {
 	infos := *c.proxies.Load()
 	fresh := 0
 	for _, p := range proxies {
@@ -377,7 +381,7 @@ func (c *Client) register(proxies []Proxy) (*route, error) {
 		}
 	}
 	if len(infos)-1+fresh > MaxProxies {
-		return nil, fmt.Errorf("%w: more than %d proxy endpoints", ErrBadConfig, MaxProxies)
+		return nil, nil, fmt.Errorf("%w: more than %d proxy endpoints", ErrBadConfig, MaxProxies)
 	}
 	rt := &route{}
 	var opened []ProxyID
@@ -403,13 +407,19 @@ func (c *Client) register(proxies []Proxy) (*route, error) {
 		}
 	}
 	c.proxies.Store(&infos)
-	for _, id := range opened {
-		if err := c.tr.Open(id, infos[id].p); err != nil {
+	return rt, opened, nil
+}
+
+// open tells the transport about new proxies; until it is done they count
+// as unavailable to proxy choice (Transport.Available).
+func (c *Client) open(ids []ProxyID) {
+	for _, id := range ids {
+		p, _ := c.ProxyOf(id)
+		if err := c.tr.Open(id, p); err != nil {
 			c.log.LogAttrs(context.Background(), slog.LevelWarn, "open proxy failed",
-				slog.String("proxy", infos[id].p.String()), slog.String("error", err.Error()))
+				slog.String("proxy", p.String()), slog.String("error", err.Error()))
 		}
 	}
-	return rt, nil
 }
 
 // ProxyOf returns the endpoint of a ProxyID the Client handed to its

@@ -3,7 +3,9 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -273,8 +275,8 @@ func (c *checker) finish() {
 		c.rep.AttemptsPerReq = float64(c.rep.Attempts) / float64(c.rep.Requests)
 		c.rep.ExtraAttemptsPct = 100 * (float64(c.rep.Attempts) - float64(c.rep.Requests)) / float64(c.rep.Requests)
 	}
-	for kind, k := range c.examples {
-		if k > examplesPerKind {
+	for _, kind := range slices.Sorted(maps.Keys(c.examples)) { // the same order every run
+		if k := c.examples[kind]; k > examplesPerKind {
 			c.rep.Violations = append(c.rep.Violations, fmt.Sprintf("%s: %d more", kind, k-examplesPerKind))
 		}
 	}

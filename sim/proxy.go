@@ -204,6 +204,8 @@ type serverConn struct {
 	done chan struct{}
 	once sync.Once
 
+	pkts [][]byte // buildComplex's packet list, reused; reader goroutine only
+
 	mu    sync.Mutex // guards due, free, order
 	due   itemHeap
 	free  [][]byte
@@ -486,7 +488,10 @@ func (c *serverConn) simple(req wire.Request, h wire.ResponseHeader) []byte {
 // the last one the end of what was asked for (SPEC R11's resume needs it).
 func (c *serverConn) buildComplex(req wire.Request, h wire.ResponseHeader, per int) [][]byte {
 	d := c.p.data
-	var packets [][]byte
+	// The packet list is reused answer after answer (the caller is done
+	// with it before the next one): no allocation per complex answer.
+	packets := c.pkts[:0]
+	defer func() { c.pkts = packets[:0] }()
 	var buf []byte
 	var at int
 	inPacket := 0

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/readretry/readretry/retry"
@@ -135,8 +134,9 @@ var simZone = Zone
 // ConfList returns the directory's CollectUrlList the runs apply (SPEC
 // R5): every read command, error code -7953, maxRetries re-sends.
 func ConfList(maxRetries int) string {
-	return "tcp://127.0.0.1:0;conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=" +
-		strconv.Itoa(maxRetries)
+	c := retry.DefaultConf()
+	c.MaxRetries = maxRetries
+	return "tcp://127.0.0.1:0;" + c.String()
 }
 
 // Run runs scenario sc: it starts a fleet of proxies, one client per mode
@@ -479,7 +479,7 @@ func (r *clientRun) sample() {
 		return
 	}
 	r.peakLen = ts.Len
-	r.peakBytes = ts.SlabBytes + int64(ts.IndexCells)*16
+	r.peakBytes = ts.Bytes
 }
 
 // finish completes the report once the poller is done.

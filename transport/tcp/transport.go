@@ -205,11 +205,12 @@ func (t *Transport) conn(id retry.ProxyID) *proxyConn {
 // ErrProxyConflict. After Close it returns ErrClosed.
 func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed.Load() {
+		t.mu.Unlock()
 		return ErrClosed
 	}
 	if c := t.conn(id); c != nil {
+		t.mu.Unlock()
 		if c.proxy != p {
 			return ErrProxyConflict
 		}
@@ -221,12 +222,15 @@ func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
 	copy(cs, old)
 	cs[id] = c
 	t.conns.Store(&cs)
+	t.wg.Add(2) // under t.mu: a Close from now on shuts c and waits for its loops
+	t.mu.Unlock()
 
+	// Dial without t.mu, so that Close (which cancels the dial's context)
+	// and other Opens do not wait for this one.
 	nc, err := c.dial()
-	if err == nil {
-		c.attach(nc) // cannot fail: Close waits for t.mu
+	if err == nil && !c.attach(nc) {
+		nc, err = nil, ErrClosed // closed meanwhile; attach closed nc
 	}
-	t.wg.Add(2)
 	go c.readLoop(nc)
 	go c.writeLoop()
 	if err != nil {
@@ -306,6 +310,10 @@ func (t *Transport) Wait(timeout time.Duration) bool {
 	}
 	if timeout <= 0 || t.closed.Load() {
 		return false
+	}
+	select { // a wake-up left by a reader after an earlier Wait timed out
+	case <-t.wake:
+	default:
 	}
 	t.sleeping.Store(true)
 	if t.pending.Load() > 0 {
