@@ -270,34 +270,18 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	ctx := r.Context()
-	for range maxDoAttempts {
-		fence, err := m.store.Claim(ctx, skey, m.ttl.Pending)
-		if err != nil {
-			m.unavailable(w, r, err)
-			return
-		}
-		if fence != 0 {
-			m.first(w, r, skey, fence, fp)
-			return
-		}
-		state, record, err := m.store.Lookup(ctx, skey, nil)
-		switch {
-		case err != nil:
-			m.unavailable(w, r, err)
-			return
-		case state == Pending:
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "a request with this idempotency key is in progress", http.StatusConflict)
-			return
-		case state == Done:
-			m.replay(w, r, record, fp)
-			return
-		}
-		// Absent: released or expired since the Claim; claim again.
+	fence, state, record, err := claimOrState(r.Context(), m.store, skey, m.ttl.Pending)
+	switch {
+	case err != nil:
+		m.unavailable(w, r, err)
+	case state == Pending:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "a request with this idempotency key is in progress", http.StatusConflict)
+	case state == Done:
+		m.replay(w, r, record, fp)
+	default:
+		m.first(w, r, skey, fence, fp)
 	}
-	w.Header().Set("Retry-After", "1")
-	http.Error(w, "a request with this idempotency key is in progress", http.StatusConflict)
 }
 
 func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, err error) {

@@ -183,33 +183,42 @@ func Do(ctx context.Context, s Store, key []byte, ttl TTL, fn func(context.Conte
 	if ttl.Done == 0 {
 		ttl.Done = DefaultTTL.Done
 	}
+	fence, state, result, err := claimOrState(ctx, s, key, ttl.Pending)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case state == Done:
+		return result, true, nil
+	case state == Pending:
+		return nil, false, ErrInProgress
+	}
+	result, err = run(ctx, s, key, fence, fn)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := s.Complete(context.WithoutCancel(ctx), key, fence, result, ttl.Done); err != nil {
+		return result, false, errors.Join(ErrNotStored, err)
+	}
+	return result, false, nil
+}
+
+// claimOrState claims key, or says why not: fence != 0 means this caller
+// won; otherwise state is Pending (another call holds it) or Done (result is
+// its stored result). A key released or expired between Claim and Lookup
+// is claimed again, up to maxDoAttempts times, then reported Pending.
+// Errors are the store's.
+func claimOrState(ctx context.Context, s Store, key []byte, pending time.Duration) (Fence, State, []byte, error) {
 	for range maxDoAttempts {
-		fence, err := s.Claim(ctx, key, ttl.Pending)
-		if err != nil {
-			return nil, false, err
-		}
-		if fence != 0 {
-			result, err := run(ctx, s, key, fence, fn)
-			if err != nil {
-				return nil, false, err
-			}
-			if err := s.Complete(context.WithoutCancel(ctx), key, fence, result, ttl.Done); err != nil {
-				return result, false, errors.Join(ErrNotStored, err)
-			}
-			return result, false, nil
+		fence, err := s.Claim(ctx, key, pending)
+		if err != nil || fence != 0 {
+			return fence, Absent, nil, err
 		}
 		state, result, err := s.Lookup(ctx, key, nil)
-		switch {
-		case err != nil:
-			return nil, false, err
-		case state == Done:
-			return result, true, nil
-		case state == Pending:
-			return nil, false, ErrInProgress
+		if err != nil || state != Absent {
+			return 0, state, result, err
 		}
-		// Absent: released or expired between Claim and Lookup; claim again.
 	}
-	return nil, false, ErrInProgress
+	return 0, Pending, nil, nil
 }
 
 // run calls fn and releases the claim if fn fails or panics.

@@ -157,10 +157,7 @@ func (l *EventLog) InTx(ctx context.Context, db *sql.DB, event string, fn func(c
 // events for longer than any client retries a request.
 func (l *EventLog) Purge(ctx context.Context, x Execer, before time.Time) (int64, error) {
 	res, err := x.ExecContext(ctx, l.qPurge, before.UnixMilli())
-	if err != nil {
-		return 0, fmt.Errorf("sqlstore: purge events: %w", err)
-	}
-	return res.RowsAffected()
+	return rowsAffected("purge events", res, err)
 }
 
 // defaultLogs caches the EventLog of DefaultEventTable per dialect name.
@@ -231,12 +228,9 @@ func (v Versioned) Update(ctx context.Context, x Execer, set string, id any, ver
 	q := v.Dialect.Rebind("UPDATE " + v.Table + " SET " + set + ", " + verCol + " = " + verCol +
 		" + 1 WHERE " + idCol + " = ? AND " + verCol + " = ?")
 	res, err := x.ExecContext(ctx, q, append(args[:len(args):len(args)], id, version)...)
+	n, err := rowsAffected("versioned update of "+v.Table, res, err)
 	if err != nil {
-		return fmt.Errorf("sqlstore: versioned update of %s: %w", v.Table, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sqlstore: versioned update of %s: %w", v.Table, err)
+		return err
 	}
 	if n == 0 {
 		return idem.ErrConflict

@@ -184,12 +184,9 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 			return false, nil
 		}
 		res, err := s.db.ExecContext(ctx, s.qDeleteExpired, id, kind, now)
+		n, err := rowsAffected(op, res, err)
 		if err != nil {
-			return false, fmt.Errorf("sqlstore: %s: %w", op, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return false, fmt.Errorf("sqlstore: %s: %w", op, err)
+			return false, err
 		}
 		if n == 0 {
 			return false, nil // a live row holds the key
@@ -239,17 +236,11 @@ func (s *Store) Release(ctx context.Context, key []byte, fence idem.Fence) error
 }
 
 func (s *Store) affected(op string, res sql.Result, err error) error {
-	if err != nil {
-		return fmt.Errorf("sqlstore: %s: %w", op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sqlstore: %s: %w", op, err)
-	}
-	if n == 0 {
+	n, err := rowsAffected(op, res, err)
+	if err == nil && n == 0 {
 		return idem.ErrLost
 	}
-	return nil
+	return err
 }
 
 // Lookup implements idem.Store.Lookup with one SELECT.
@@ -290,24 +281,28 @@ func (s *Store) Consume(ctx context.Context, token []byte) (bool, error) {
 		return false, err
 	}
 	res, err := s.db.ExecContext(ctx, s.qConsume, string(token), kindToken, s.nowMillis())
-	if err != nil {
-		return false, fmt.Errorf("sqlstore: consume: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("sqlstore: consume: %w", err)
-	}
-	return n == 1, nil
+	n, err := rowsAffected("consume", res, err)
+	return n == 1, err
 }
 
 // Purge deletes every expired row and returns how many. Expired rows are
 // already invisible; Purge only returns their space.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	res, err := s.db.ExecContext(ctx, s.qPurge, s.nowMillis())
+	return rowsAffected("purge", res, err)
+}
+
+// rowsAffected returns the rows an Exec changed, wrapping either step's
+// error with the operation's name.
+func rowsAffected(op string, res sql.Result, err error) (int64, error) {
 	if err != nil {
-		return 0, fmt.Errorf("sqlstore: purge: %w", err)
+		return 0, fmt.Errorf("sqlstore: %s: %w", op, err)
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: %s: %w", op, err)
+	}
+	return n, nil
 }
 
 var _ idem.Store = (*Store)(nil)
