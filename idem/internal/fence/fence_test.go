@@ -18,7 +18,8 @@ func TestUnique(t *testing.T) {
 		}
 		seen[f] = true
 	}
-	if fence.New().Next() == fence.New().Next() {
+	a, b := fence.New(), fence.New()
+	if a.Next() == b.Next() {
 		t.Fatal("two sources gave the same first fence") // 2^-64 odds
 	}
 }
