@@ -115,7 +115,7 @@ func (t *Table[M]) drain() {
 // inserts after it). n ≤ 0 means DefaultCap. Lowering the cap below Len drops
 // nothing: live contexts stay until deleted, and Insert returns ErrFull until
 // Len is below the new cap. A cap above MaxCap returns an error wrapping
-// ErrConfig and changes nothing. Safe to call concurrently with every other
+// ErrInvalidConfig and changes nothing. Safe to call concurrently with every other
 // method; SetCap calls are serialized, and lowering the cap visits each
 // shard's lock once to take back its credit.
 func (t *Table[M]) SetCap(n int) error {

@@ -27,7 +27,7 @@ const MaxShards = 1 << 16
 const MaxPayload = 1<<31 - 1
 
 // Errors returned by the table. All are sentinels for errors.Is; errors from
-// New and SetCap wrap ErrConfig or ErrMetaPointers with the detail.
+// New and SetCap wrap ErrInvalidConfig or ErrMetaPointers with the detail.
 var (
 	// ErrFull is returned by Insert when the table holds its cap of contexts
 	// (SPEC R2): the engine sends the read without a context.
@@ -38,9 +38,9 @@ var (
 	// ErrSize is returned by Insert for a negative scratch size or a payload
 	// above MaxPayload.
 	ErrSize = errors.New("ctxtable: bad payload size")
-	// ErrConfig is wrapped by New and SetCap for an out-of-range cap or shard
+	// ErrInvalidConfig is wrapped by New and SetCap for an out-of-range cap or shard
 	// count.
-	ErrConfig = errors.New("ctxtable: bad config")
+	ErrInvalidConfig = errors.New("ctxtable: invalid config")
 	// ErrMetaPointers is wrapped by New when the meta type M contains Go
 	// pointers (pointers, slices, strings, maps, channels, funcs,
 	// interfaces): slabs of M must stay invisible to the garbage collector.
@@ -115,7 +115,7 @@ type shard[M any] struct {
 // little memory.
 const minCells = 65
 
-// New returns an empty table. It fails with an error wrapping ErrConfig for a
+// New returns an empty table. It fails with an error wrapping ErrInvalidConfig for a
 // cap above MaxCap or a shard count that is negative, not a power of two or
 // above MaxShards, and with one wrapping ErrMetaPointers if M holds Go
 // pointers. New allocates only small per-shard headers; storage grows with
@@ -129,14 +129,14 @@ func New[M any](cfg Config) (*Table[M], error) {
 		return nil, err
 	}
 	if cfg.Placement > PlaceHashed {
-		return nil, fmt.Errorf("%w: unknown placement %d", ErrConfig, cfg.Placement)
+		return nil, fmt.Errorf("%w: unknown placement %d", ErrInvalidConfig, cfg.Placement)
 	}
 	n := cfg.Shards
 	switch {
 	case n == 0:
 		n = DefaultShards()
 	case n < 0 || n > MaxShards || n&(n-1) != 0:
-		return nil, fmt.Errorf("%w: shard count %d is not a power of two in [1, %d]", ErrConfig, n, MaxShards)
+		return nil, fmt.Errorf("%w: shard count %d is not a power of two in [1, %d]", ErrInvalidConfig, n, MaxShards)
 	}
 	lg := uint8(bits.TrailingZeros(uint(n)))
 	t := &Table[M]{
@@ -165,7 +165,7 @@ func normCap(n int) (int, error) {
 	case n <= 0:
 		return DefaultCap, nil
 	case n > MaxCap:
-		return 0, fmt.Errorf("%w: cap %d above MaxCap %d", ErrConfig, n, MaxCap)
+		return 0, fmt.Errorf("%w: cap %d above MaxCap %d", ErrInvalidConfig, n, MaxCap)
 	}
 	return n, nil
 }

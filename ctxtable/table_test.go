@@ -72,8 +72,8 @@ func TestNewConfig(t *testing.T) {
 		{Shards: -1}, {Shards: 3}, {Shards: 12}, {Shards: MaxShards * 2},
 		{Cap: MaxCap + 1}, {Placement: 7},
 	} {
-		if _, err := New[uint64](cfg); !errors.Is(err, ErrConfig) {
-			t.Errorf("New(%+v): err %v, want ErrConfig", cfg, err)
+		if _, err := New[uint64](cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v): err %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
 	tab := mustNew[uint64](t, Config{})
@@ -87,7 +87,7 @@ func TestNewConfig(t *testing.T) {
 	if tab.Cap() != DefaultCap || tab.Shards() != 1 {
 		t.Errorf("Cap -5: cap %d shards %d", tab.Cap(), tab.Shards())
 	}
-	if err := tab.SetCap(MaxCap + 1); !errors.Is(err, ErrConfig) || tab.Cap() != DefaultCap {
+	if err := tab.SetCap(MaxCap + 1); !errors.Is(err, ErrInvalidConfig) || tab.Cap() != DefaultCap {
 		t.Errorf("SetCap(MaxCap+1): err %v cap %d", err, tab.Cap())
 	}
 	if err := tab.SetCap(0); err != nil || tab.Cap() != DefaultCap {

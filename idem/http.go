@@ -22,9 +22,6 @@ const HeaderReplayed = "Idempotent-Replayed"
 // bytes, unless WithMaxBody says otherwise.
 const DefaultMaxBody = 1 << 20
 
-// ErrOption is wrapped by Middleware for an invalid option.
-var ErrOption = errors.New("idem: invalid middleware option")
-
 // errBodyTooLarge is returned by FingerprintBody's fingerprint for a body
 // over its limit; Middleware answers 413.
 var errBodyTooLarge = errors.New("idem: request body too large to fingerprint")
@@ -39,7 +36,7 @@ type Option func(*middleware) error
 func WithTTL(ttl TTL) Option {
 	return func(m *middleware) error {
 		if ttl.Pending < 0 || ttl.Done < 0 {
-			return fmt.Errorf("%w: negative TTL %+v", ErrOption, ttl)
+			return fmt.Errorf("%w: negative TTL %+v", ErrInvalidConfig, ttl)
 		}
 		if ttl.Pending > 0 {
 			m.ttl.Pending = ttl.Pending
@@ -57,7 +54,7 @@ func WithTTL(ttl TTL) Option {
 func WithMaxBody(n int) Option {
 	return func(m *middleware) error {
 		if n < 0 {
-			return fmt.Errorf("%w: negative MaxBody %d", ErrOption, n)
+			return fmt.Errorf("%w: negative MaxBody %d", ErrInvalidConfig, n)
 		}
 		m.maxBody = n
 		return nil
@@ -71,7 +68,7 @@ func WithMaxBody(n int) Option {
 func WithScope(scope func(*http.Request) string) Option {
 	return func(m *middleware) error {
 		if scope == nil {
-			return fmt.Errorf("%w: nil scope", ErrOption)
+			return fmt.Errorf("%w: nil scope", ErrInvalidConfig)
 		}
 		m.scope = scope
 		return nil
@@ -86,7 +83,7 @@ func WithScope(scope func(*http.Request) string) Option {
 func WithFingerprint(fingerprint func(*http.Request) ([]byte, error)) Option {
 	return func(m *middleware) error {
 		if fingerprint == nil {
-			return fmt.Errorf("%w: nil fingerprint", ErrOption)
+			return fmt.Errorf("%w: nil fingerprint", ErrInvalidConfig)
 		}
 		m.fingerprint = fingerprint
 		return nil
@@ -103,7 +100,7 @@ func WithFingerprint(fingerprint func(*http.Request) ([]byte, error)) Option {
 func WithRelease(release func(status int) bool) Option {
 	return func(m *middleware) error {
 		if release == nil {
-			return fmt.Errorf("%w: nil release", ErrOption)
+			return fmt.Errorf("%w: nil release", ErrInvalidConfig)
 		}
 		m.release = release
 		return nil
@@ -116,7 +113,7 @@ func WithRelease(release func(status int) bool) Option {
 func WithErrorHandler(h func(*http.Request, error)) Option {
 	return func(m *middleware) error {
 		if h == nil {
-			return fmt.Errorf("%w: nil error handler", ErrOption)
+			return fmt.Errorf("%w: nil error handler", ErrInvalidConfig)
 		}
 		m.onError = h
 		return nil
@@ -200,10 +197,10 @@ type middleware struct {
 // copy is kept. A first call answered 429 or 5xx (see WithRelease), or
 // whose handler panicked, releases the key so that a retry runs it again.
 // GET, HEAD, OPTIONS and TRACE pass through untouched, as do requests
-// without a key (unless WithRequireKey). Errors wrap ErrOption.
+// without a key (unless WithRequireKey). Errors wrap ErrInvalidConfig.
 func Middleware(store Store, opts ...Option) (func(http.Handler) http.Handler, error) {
 	if store == nil {
-		return nil, fmt.Errorf("%w: nil store", ErrOption)
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
 	cfg := middleware{
 		store:       store,

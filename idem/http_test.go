@@ -364,11 +364,11 @@ func TestMiddlewareOptions(t *testing.T) {
 		idem.WithErrorHandler(nil),
 	}
 	for i, o := range bad {
-		if _, err := idem.Middleware(s, o); !errors.Is(err, idem.ErrOption) {
-			t.Errorf("option %d: %v, want ErrOption", i, err)
+		if _, err := idem.Middleware(s, o); !errors.Is(err, idem.ErrInvalidConfig) {
+			t.Errorf("option %d: %v, want ErrInvalidConfig", i, err)
 		}
 	}
-	if _, err := idem.Middleware(nil); !errors.Is(err, idem.ErrOption) {
+	if _, err := idem.Middleware(nil); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Errorf("nil store: %v", err)
 	}
 	// WithRelease decides what is stored: here even a 500 is kept.

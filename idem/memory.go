@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/readretry/readretry/internal/ticker"
 	"github.com/readretry/readretry/timerwheel"
 )
 
@@ -36,8 +37,10 @@ const (
 	MaxMemoryShardCapacity = 1 << 22
 )
 
-// ErrMemoryConfig is wrapped by NewMemory for a bad MemoryConfig.
-var ErrMemoryConfig = errors.New("idem: invalid memory store config")
+// ErrInvalidConfig is wrapped by every constructor of the package for a bad
+// configuration: NewMemory for a bad MemoryConfig, NewJanitor, Middleware
+// for an invalid option. A call that returns it changes nothing.
+var ErrInvalidConfig = errors.New("idem: invalid config")
 
 // MemoryConfig describes a [Memory] store. The zero value is usable.
 type MemoryConfig struct {
@@ -150,14 +153,14 @@ type memSlot struct {
 }
 
 // NewMemory returns an empty memory store for c. Errors wrap
-// ErrMemoryConfig and name the field.
+// ErrInvalidConfig and name the field.
 func NewMemory(c MemoryConfig) (*Memory, error) {
 	capacity := c.Capacity
 	if capacity == 0 {
 		capacity = DefaultMemoryCapacity
 	}
 	if capacity < 0 {
-		return nil, fmt.Errorf("%w: Capacity %d is negative", ErrMemoryConfig, c.Capacity)
+		return nil, fmt.Errorf("%w: Capacity %d is negative", ErrInvalidConfig, c.Capacity)
 	}
 	shards := c.Shards
 	if shards == 0 {
@@ -167,25 +170,25 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 		}
 	}
 	if shards < 0 || shards > MaxMemoryShards || shards&(shards-1) != 0 {
-		return nil, fmt.Errorf("%w: Shards %d must be a power of two from 1 to %d", ErrMemoryConfig, c.Shards, MaxMemoryShards)
+		return nil, fmt.Errorf("%w: Shards %d must be a power of two from 1 to %d", ErrInvalidConfig, c.Shards, MaxMemoryShards)
 	}
 	perShard := (capacity + shards - 1) / shards
 	if perShard > MaxMemoryShardCapacity {
-		return nil, fmt.Errorf("%w: Capacity %d over %d shards exceeds %d entries per shard", ErrMemoryConfig, capacity, shards, MaxMemoryShardCapacity)
+		return nil, fmt.Errorf("%w: Capacity %d over %d shards exceeds %d entries per shard", ErrInvalidConfig, capacity, shards, MaxMemoryShardCapacity)
 	}
 	maxResult := c.MaxResult
 	if maxResult == 0 {
 		maxResult = DefaultMaxResult
 	}
 	if maxResult < 0 {
-		return nil, fmt.Errorf("%w: MaxResult %d is negative", ErrMemoryConfig, c.MaxResult)
+		return nil, fmt.Errorf("%w: MaxResult %d is negative", ErrInvalidConfig, c.MaxResult)
 	}
 	tick := c.Tick
 	if tick == 0 {
 		tick = DefaultMemoryTick
 	}
 	if tick < 0 {
-		return nil, fmt.Errorf("%w: Tick %v is negative", ErrMemoryConfig, c.Tick)
+		return nil, fmt.Errorf("%w: Tick %v is negative", ErrInvalidConfig, c.Tick)
 	}
 	clock := c.Clock // nil: time.Now, read through time.Since (see now)
 	start := time.Now()
@@ -201,7 +204,7 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 		Shards:   min(shards, timerwheel.MaxShards),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMemoryConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	m := &Memory{
 		shards:    make([]memShard, shards),
@@ -652,37 +655,19 @@ func (a *keyArena) release(off uint32, n int) {
 // that an idle store returns the memory of expired entries. It is
 // optional: operations reclaim lazily. Stop it to end the goroutine.
 type Janitor struct {
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	loop *ticker.Loop
 }
 
 // NewJanitor starts a goroutine that calls m.Expire with m's clock every
 // interval (> 0; a second is plenty: expiry itself does not depend on it).
+// Errors wrap ErrInvalidConfig for a nil store or a non-positive interval.
 func NewJanitor(m *Memory, interval time.Duration) (*Janitor, error) {
 	if m == nil || interval <= 0 {
-		return nil, fmt.Errorf("%w: janitor needs a store and a positive interval, got %v", ErrMemoryConfig, interval)
+		return nil, fmt.Errorf("%w: janitor needs a store and a positive interval, got %v", ErrInvalidConfig, interval)
 	}
-	j := &Janitor{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(j.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				m.Expire(m.clockNow())
-			case <-j.stop:
-				return
-			}
-		}
-	}()
-	return j, nil
+	return &Janitor{loop: ticker.Start(interval, func(time.Time) { m.Expire(m.clockNow()) })}, nil
 }
 
 // Stop ends the janitor and waits for its goroutine to return. It may be
 // called more than once.
-func (j *Janitor) Stop() {
-	j.once.Do(func() { close(j.stop) })
-	<-j.done
-}
+func (j *Janitor) Stop() { j.loop.Stop() }

@@ -163,8 +163,8 @@ func TestMemoryConfig(t *testing.T) {
 		{Capacity: 1 << 30, Shards: 1},
 	}
 	for _, c := range bad {
-		if _, err := idem.NewMemory(c); !errors.Is(err, idem.ErrMemoryConfig) {
-			t.Errorf("NewMemory(%+v) = %v, want ErrMemoryConfig", c, err)
+		if _, err := idem.NewMemory(c); !errors.Is(err, idem.ErrInvalidConfig) {
+			t.Errorf("NewMemory(%+v) = %v, want ErrInvalidConfig", c, err)
 		}
 	}
 	m, err := idem.NewMemory(idem.MemoryConfig{})

@@ -160,14 +160,14 @@ type orphan struct {
 }
 
 // New returns a Client with read retry off (both budgets 0, SPEC R1) and no
-// zones. Errors wrap ErrBadConfig: no Transport, a negative duration or
+// zones. Errors wrap ErrInvalidConfig: no Transport, a negative duration or
 // count.
 func New(cfg Config) (*Client, error) {
 	if cfg.Transport == nil {
-		return nil, fmt.Errorf("%w: Config.Transport is nil", ErrBadConfig)
+		return nil, fmt.Errorf("%w: Config.Transport is nil", ErrInvalidConfig)
 	}
 	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 {
-		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitingPerZone or Shards", ErrBadConfig)
+		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitingPerZone or Shards", ErrInvalidConfig)
 	}
 	c := &Client{
 		tr:          cfg.Transport,
@@ -219,10 +219,10 @@ func (c *Client) at(ns int64) time.Time { return c.epoch.Add(time.Duration(ns)) 
 // again at run time: a change applies to reads sent after it, a read in
 // flight keeps the budget it was sent with. Budgets are kept to the
 // microsecond. Negative values and values above MaxBudget return an error
-// wrapping ErrBadConfig and change nothing. Logs MsgSetOption.
+// wrapping ErrInvalidConfig and change nothing. Logs MsgSetOption.
 func (c *Client) SetReadRetryTimeout(simple, complex time.Duration) error {
 	if simple < 0 || complex < 0 || simple > MaxBudget || complex > MaxBudget {
-		return fmt.Errorf("%w: read retry timeout out of range [0, %v] (simple %v, complex %v)", ErrBadConfig, MaxBudget, simple, complex)
+		return fmt.Errorf("%w: read retry timeout out of range [0, %v] (simple %v, complex %v)", ErrInvalidConfig, MaxBudget, simple, complex)
 	}
 	simple, complex = simple.Truncate(time.Microsecond), complex.Truncate(time.Microsecond)
 	c.simpleBudget.Store(int64(simple))
@@ -276,7 +276,7 @@ func (c *Client) SetReadRetryMaxContextCountPerZone(n int) {
 // without one has read retry off. A malformed element is logged
 // (MsgBadConf) and returned as an error wrapping ErrMalformedConf, after the
 // proxies are applied and with the old configuration kept. Other errors
-// (wrapping ErrBadConfig: too many zones or proxies, an empty host) change
+// (wrapping ErrInvalidConfig: too many zones or proxies, an empty host) change
 // nothing.
 func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) error {
 	if c.closed.Load() {
@@ -284,7 +284,7 @@ func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) e
 	}
 	for _, p := range proxies {
 		if p.Host == "" {
-			return fmt.Errorf("%w: proxy with an empty host", ErrBadConfig)
+			return fmt.Errorf("%w: proxy with an empty host", ErrInvalidConfig)
 		}
 	}
 	conf, rawMax, found, confErr := confFromList(collectURLList)
@@ -343,7 +343,7 @@ func (c *Client) Conf(zone Zone) (Conf, bool) {
 func (c *Client) addZone(key Zone) (*zone, error) {
 	old := *c.zoneByIdx.Load()
 	if len(old) >= MaxZones {
-		return nil, fmt.Errorf("%w: more than %d zones", ErrBadConfig, MaxZones)
+		return nil, fmt.Errorf("%w: more than %d zones", ErrInvalidConfig, MaxZones)
 	}
 	// The wheel is sized once, for the larger of the cap now and the
 	// default, so that raising the cap later needs no new wheel; timers of
@@ -356,11 +356,11 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 	limit := int64((wheelCap-1024)/2 - c.maxWaiting)
 	table, err := ctxtable.New[ctxMeta](ctxtable.Config{Cap: int(min(int64(cur), limit)) + c.maxWaiting, Shards: c.shards})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	wheel, err := timerwheel.New(c.tick, c.epoch, wheelCap)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	z := &zone{key: key, idx: uint64(len(old) + 1), table: table, wheel: wheel, limit: limit}
 	z.route.Store(&route{})
@@ -381,7 +381,7 @@ func (c *Client) register(proxies []Proxy) (*route, []ProxyID, error) {
 		}
 	}
 	if len(infos)-1+fresh > MaxProxies {
-		return nil, nil, fmt.Errorf("%w: more than %d proxy endpoints", ErrBadConfig, MaxProxies)
+		return nil, nil, fmt.Errorf("%w: more than %d proxy endpoints", ErrInvalidConfig, MaxProxies)
 	}
 	rt := &route{}
 	var opened []ProxyID

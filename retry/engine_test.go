@@ -584,10 +584,10 @@ func TestR1BudgetChange(t *testing.T) {
 	if len(gs) != 2 || gs[0].asyncID != 2 || gs[0].at != 600*ms || gs[1].asyncID != 1 || gs[1].at != 3000*ms {
 		t.Fatalf("finals %+v", gs)
 	}
-	if err := f.c.SetReadRetryTimeout(-1, 0); !errors.Is(err, retry.ErrBadConfig) {
+	if err := f.c.SetReadRetryTimeout(-1, 0); !errors.Is(err, retry.ErrInvalidConfig) {
 		t.Fatalf("negative: %v", err)
 	}
-	if err := f.c.SetReadRetryTimeout(0, retry.MaxBudget+time.Second); !errors.Is(err, retry.ErrBadConfig) {
+	if err := f.c.SetReadRetryTimeout(0, retry.MaxBudget+time.Second); !errors.Is(err, retry.ErrInvalidConfig) {
 		t.Fatalf("above MaxBudget: %v", err)
 	}
 	if s, c := f.c.ReadRetryTimeout(); s != 600*ms || c != 0 {

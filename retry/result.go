@@ -42,8 +42,8 @@ var (
 	// ErrBadRequest wraps what is wrong with a Request passed to Send (its
 	// command, its keys, its size); the wire error is wrapped too.
 	ErrBadRequest = errors.New("retry: bad request")
-	// ErrBadConfig wraps what is wrong with a Config, a budget or a route.
-	ErrBadConfig = errors.New("retry: bad configuration")
+	// ErrInvalidConfig wraps what is wrong with a Config, a budget or a route.
+	ErrInvalidConfig = errors.New("retry: invalid config")
 )
 
 // Error is an error that carries one of the seed's result codes, for SDKs

@@ -61,16 +61,16 @@ type Progress struct {
 	Finals   uint64        // final results received, over every mode
 }
 
-// ErrBadOptions wraps what is wrong with Options.
-var ErrBadOptions = errors.New("sim: bad options")
+// ErrInvalidConfig wraps what is wrong with Options.
+var ErrInvalidConfig = errors.New("sim: invalid config")
 
 func (o *Options) defaults() error {
 	if o.Duration < 0 || o.Requests < 0 || o.Rate < 0 || o.Hosts < 0 || o.Ports < 0 || o.SimpleBudget < 0 ||
 		o.ComplexBudget < 0 || o.MaxRetries < 0 || o.WaitTimeout < 0 {
-		return fmt.Errorf("%w: negative value", ErrBadOptions)
+		return fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	}
 	if o.MaxRetries > retry.MaxMaxRetries {
-		return fmt.Errorf("%w: MaxRetries %d above %d", ErrBadOptions, o.MaxRetries, retry.MaxMaxRetries)
+		return fmt.Errorf("%w: MaxRetries %d above %d", ErrInvalidConfig, o.MaxRetries, retry.MaxMaxRetries)
 	}
 	if o.Duration == 0 {
 		o.Duration = 2 * time.Second
@@ -79,13 +79,13 @@ func (o *Options) defaults() error {
 		o.Rate = 2000
 	}
 	if o.Rate > 1_000_000 {
-		return fmt.Errorf("%w: rate %d above 1,000,000/s", ErrBadOptions, o.Rate)
+		return fmt.Errorf("%w: rate %d above 1,000,000/s", ErrInvalidConfig, o.Rate)
 	}
 	if o.Requests > 0 {
 		o.Duration = time.Duration(float64(o.Requests) / float64(o.Rate) * float64(time.Second))
 	}
 	if o.Duration > time.Hour {
-		return fmt.Errorf("%w: duration %v above 1h", ErrBadOptions, o.Duration)
+		return fmt.Errorf("%w: duration %v above 1h", ErrInvalidConfig, o.Duration)
 	}
 	if o.Hosts == 0 {
 		o.Hosts = 4
@@ -164,7 +164,7 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 			return nil, err
 		}
 		if !(e.At >= 0 && e.At <= 1) {
-			return nil, fmt.Errorf("%w: event at %v, want 0..1", ErrBadOptions, e.At)
+			return nil, fmt.Errorf("%w: event at %v, want 0..1", ErrInvalidConfig, e.At)
 		}
 	}
 	data := NewDataset(opt.Seed)

@@ -129,8 +129,8 @@ var (
 	// after Start that the distance does not fit a time.Duration (about 292
 	// years).
 	ErrDeadline = errors.New("timerwheel: deadline out of range")
-	// ErrConfig is wrapped by New for a bad Config.
-	ErrConfig = errors.New("timerwheel: invalid config")
+	// ErrInvalidConfig is wrapped by New for a bad Config.
+	ErrInvalidConfig = errors.New("timerwheel: invalid config")
 )
 
 // Handle names one scheduled timer for Reset and Cancel. It packs the
@@ -188,27 +188,27 @@ type Wheel struct {
 }
 
 // New returns a wheel with one shard that counts ticks of length tick from
-// start and holds at most capacity pending timers. Errors wrap ErrConfig.
+// start and holds at most capacity pending timers. Errors wrap ErrInvalidConfig.
 // It is NewConfig(Config{Tick: tick, Start: start, Capacity: capacity}).
 func New(tick time.Duration, start time.Time, capacity int) (*Wheel, error) {
 	return NewConfig(Config{Tick: tick, Start: start, Capacity: capacity})
 }
 
-// NewConfig returns a wheel for c. Errors wrap ErrConfig and name the
+// NewConfig returns a wheel for c. Errors wrap ErrInvalidConfig and name the
 // field.
 func NewConfig(c Config) (*Wheel, error) {
 	if c.Tick <= 0 {
-		return nil, fmt.Errorf("%w: Tick %v must be positive", ErrConfig, c.Tick)
+		return nil, fmt.Errorf("%w: Tick %v must be positive", ErrInvalidConfig, c.Tick)
 	}
 	shards := c.Shards
 	if shards == 0 {
 		shards = 1
 	}
 	if shards < 0 || shards > MaxShards || shards&(shards-1) != 0 {
-		return nil, fmt.Errorf("%w: Shards %d must be a power of two from 1 to %d", ErrConfig, c.Shards, MaxShards)
+		return nil, fmt.Errorf("%w: Shards %d must be a power of two from 1 to %d", ErrInvalidConfig, c.Shards, MaxShards)
 	}
 	if c.Capacity <= 0 || c.Capacity > MaxCapacity*shards {
-		return nil, fmt.Errorf("%w: Capacity %d must be from 1 to %d", ErrConfig, c.Capacity, MaxCapacity*shards)
+		return nil, fmt.Errorf("%w: Capacity %d must be from 1 to %d", ErrInvalidConfig, c.Capacity, MaxCapacity*shards)
 	}
 	w := &Wheel{
 		tick:   int64(c.Tick),

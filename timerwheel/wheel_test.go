@@ -56,15 +56,15 @@ func TestConfigErrors(t *testing.T) {
 		{Tick: time.Millisecond, Capacity: 10, Shards: 2 * MaxShards},
 	}
 	for _, c := range bad {
-		if w, err := NewConfig(c); !errors.Is(err, ErrConfig) || w != nil {
-			t.Errorf("NewConfig(%+v) = %v, %v; want nil, ErrConfig", c, w, err)
+		if w, err := NewConfig(c); !errors.Is(err, ErrInvalidConfig) || w != nil {
+			t.Errorf("NewConfig(%+v) = %v, %v; want nil, ErrInvalidConfig", c, w, err)
 		}
 	}
-	if _, err := NewDriver(nil, time.Millisecond, nil); !errors.Is(err, ErrConfig) {
+	if _, err := NewDriver(nil, time.Millisecond, nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewDriver(nil wheel): %v", err)
 	}
 	w := newWheel(t, 1)
-	if _, err := NewDriver(w, 0, nil); !errors.Is(err, ErrConfig) {
+	if _, err := NewDriver(w, 0, nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewDriver(interval 0): %v", err)
 	}
 	w, err := NewConfig(Config{Tick: time.Millisecond, Capacity: 2 * MaxCapacity, Shards: 2})

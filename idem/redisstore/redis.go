@@ -68,16 +68,16 @@ type Store struct {
 	fences *fence.Source
 }
 
-// ErrOptions is wrapped by New for invalid Options.
-var ErrOptions = errors.New("redisstore: invalid options")
+// ErrInvalidConfig is wrapped by New for invalid Options.
+var ErrInvalidConfig = errors.New("redisstore: invalid config")
 
-// New returns a store that keeps its entries in c. Errors wrap ErrOptions.
+// New returns a store that keeps its entries in c. Errors wrap ErrInvalidConfig.
 func New(c redis.UniversalClient, o Options) (*Store, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: nil client", ErrOptions)
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidConfig)
 	}
 	if o.MaxResult < 0 {
-		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrOptions, o.MaxResult)
+		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrInvalidConfig, o.MaxResult)
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix

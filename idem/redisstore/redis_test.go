@@ -114,7 +114,7 @@ func TestRedisForeignValue(t *testing.T) {
 }
 
 func TestRedisOptionsAndErrors(t *testing.T) {
-	if _, err := redisstore.New(nil, redisstore.Options{}); !errors.Is(err, redisstore.ErrOptions) {
+	if _, err := redisstore.New(nil, redisstore.Options{}); !errors.Is(err, redisstore.ErrInvalidConfig) {
 		t.Fatalf("nil client: %v", err)
 	}
 	// A client to a port nothing listens on: errors are wrapped, not
@@ -122,7 +122,7 @@ func TestRedisOptionsAndErrors(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 		DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 	defer c.Close()
-	if _, err := redisstore.New(c, redisstore.Options{MaxResult: -1}); !errors.Is(err, redisstore.ErrOptions) {
+	if _, err := redisstore.New(c, redisstore.Options{MaxResult: -1}); !errors.Is(err, redisstore.ErrInvalidConfig) {
 		t.Fatalf("negative MaxResult: %v", err)
 	}
 	s, _ := redisstore.New(c, redisstore.Options{MaxResult: 2})

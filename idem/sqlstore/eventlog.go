@@ -117,7 +117,7 @@ func (l *EventLog) InTx(ctx context.Context, db *sql.DB, event string, fn func(c
 		return idem.ErrKey
 	}
 	if fn == nil {
-		return fmt.Errorf("%w: InTx with a nil fn", ErrConfig)
+		return fmt.Errorf("%w: InTx with a nil fn", ErrInvalidConfig)
 	}
 	// The cheap check first: a repeat after commit does not open a write
 	// transaction at all.

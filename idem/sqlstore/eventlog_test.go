@@ -161,8 +161,8 @@ func TestInTxPackageFunc(t *testing.T) {
 	if err := sqlstore.InTx(ctx, db, "", debit(5)); !errors.Is(err, idem.ErrKey) {
 		t.Fatalf("empty event: %v", err)
 	}
-	if err := sqlstore.InTx(ctx, db, "f", nil); !errors.Is(err, sqlstore.ErrConfig) {
-		t.Fatalf("nil fn = %v, want ErrConfig", err)
+	if err := sqlstore.InTx(ctx, db, "f", nil); !errors.Is(err, sqlstore.ErrInvalidConfig) {
+		t.Fatalf("nil fn = %v, want ErrInvalidConfig", err)
 	}
 }
 

@@ -48,9 +48,9 @@ const DefaultTable = "idem_dedup"
 // Config.MaxResult is 0.
 const DefaultMaxResult = idem.DefaultMaxResult
 
-// ErrConfig is wrapped by New for an invalid Config or a nil *sql.DB, and
+// ErrInvalidConfig is wrapped by New for an invalid Config or a nil *sql.DB, and
 // by InTx for a nil function.
-var ErrConfig = errors.New("sqlstore: invalid config")
+var ErrInvalidConfig = errors.New("sqlstore: invalid config")
 
 // Config describes a [Store]. The zero value is usable.
 type Config struct {
@@ -102,10 +102,10 @@ type Store struct {
 
 // New returns a store on db's table c.Table in dialect d. It does not touch
 // the database; call CreateTable once (or create the table by migration).
-// Errors wrap ErrDialect for a bad table name, ErrConfig otherwise.
+// Errors wrap ErrDialect for a bad table name, ErrInvalidConfig otherwise.
 func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", ErrConfig)
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidConfig)
 	}
 	if c.Table == "" {
 		c.Table = DefaultTable
@@ -114,7 +114,7 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 		return nil, err
 	}
 	if c.MaxResult < 0 {
-		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrConfig, c.MaxResult)
+		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrInvalidConfig, c.MaxResult)
 	}
 	if c.MaxResult == 0 {
 		c.MaxResult = DefaultMaxResult

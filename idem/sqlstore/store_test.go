@@ -109,10 +109,10 @@ func TestNewErrors(t *testing.T) {
 	if _, err := sqlstore.New(db, sqlstore.SQLite, sqlstore.Config{Table: "app.idem_dedup"}); err != nil {
 		t.Errorf("schema-qualified table: %v", err)
 	}
-	if _, err := sqlstore.New(nil, sqlstore.SQLite, sqlstore.Config{}); !errors.Is(err, sqlstore.ErrConfig) {
-		t.Errorf("New(nil db) = %v, want ErrConfig", err)
+	if _, err := sqlstore.New(nil, sqlstore.SQLite, sqlstore.Config{}); !errors.Is(err, sqlstore.ErrInvalidConfig) {
+		t.Errorf("New(nil db) = %v, want ErrInvalidConfig", err)
 	}
-	if _, err := sqlstore.New(db, sqlstore.SQLite, sqlstore.Config{MaxResult: -1}); !errors.Is(err, sqlstore.ErrConfig) {
-		t.Errorf("negative MaxResult = %v, want ErrConfig", err)
+	if _, err := sqlstore.New(db, sqlstore.SQLite, sqlstore.Config{MaxResult: -1}); !errors.Is(err, sqlstore.ErrInvalidConfig) {
+		t.Errorf("negative MaxResult = %v, want ErrInvalidConfig", err)
 	}
 }

@@ -18,8 +18,8 @@ const MaxDuration = time.Duration(math.MaxInt64)
 // cut after this many attempts.
 const MaxPlanAttempts = 1000
 
-// ErrInvalidSettings is wrapped by every error of [Settings.Validate].
-var ErrInvalidSettings = errors.New("backoff: invalid settings")
+// ErrInvalidConfig is wrapped by every error of [Settings.Validate].
+var ErrInvalidConfig = errors.New("backoff: invalid config")
 
 // Settings are the retry settings of one RPC (SPEC G1), after the
 // RetrySettings of the Google Cloud client libraries (seed 002). The zero
@@ -89,7 +89,7 @@ func LogicalTimeout(t time.Duration) Settings {
 }
 
 // Validate reports the first field that is out of range, as an error that
-// wraps [ErrInvalidSettings]: a negative duration, a multiplier that is
+// wraps [ErrInvalidConfig]: a negative duration, a multiplier that is
 // negative, below 1 (other than 0), NaN or infinite, or a negative
 // MaxAttempts. Plan and Iterator do not fail on such settings: they read a
 // negative duration as 0 and a bad multiplier as 1, so validate settings
@@ -107,7 +107,7 @@ func (s Settings) Validate() error {
 	}
 	for _, f := range durations {
 		if f.d < 0 {
-			return fmt.Errorf("%w: %s is negative (%v)", ErrInvalidSettings, f.name, f.d)
+			return fmt.Errorf("%w: %s is negative (%v)", ErrInvalidConfig, f.name, f.d)
 		}
 	}
 	if err := checkMultiplier("RetryDelayMultiplier", s.RetryDelayMultiplier); err != nil {
@@ -117,7 +117,7 @@ func (s Settings) Validate() error {
 		return err
 	}
 	if s.MaxAttempts < 0 {
-		return fmt.Errorf("%w: MaxAttempts is negative (%d)", ErrInvalidSettings, s.MaxAttempts)
+		return fmt.Errorf("%w: MaxAttempts is negative (%d)", ErrInvalidConfig, s.MaxAttempts)
 	}
 	return nil
 }
@@ -127,7 +127,7 @@ func checkMultiplier(name string, m float64) error {
 		return nil
 	}
 	if math.IsNaN(m) || math.IsInf(m, 0) || m < 1 {
-		return fmt.Errorf("%w: %s must be 0 or a finite number >= 1, got %v", ErrInvalidSettings, name, m)
+		return fmt.Errorf("%w: %s must be 0 or a finite number >= 1, got %v", ErrInvalidConfig, name, m)
 	}
 	return nil
 }

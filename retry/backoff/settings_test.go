@@ -279,8 +279,8 @@ func TestValidate(t *testing.T) {
 		{MaxAttempts: -1},
 	}
 	for _, s := range bad {
-		if err := s.Validate(); !errors.Is(err, ErrInvalidSettings) {
-			t.Errorf("%+v: Validate() = %v, want ErrInvalidSettings", s, err)
+		if err := s.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: Validate() = %v, want ErrInvalidConfig", s, err)
 		}
 	}
 	good := []Settings{{}, LogicalTimeout(time.Second), {RetryDelayMultiplier: 1, RPCTimeoutMultiplier: 1.5, MaxAttempts: 3}}

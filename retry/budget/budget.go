@@ -38,7 +38,7 @@
 // recomputed may overshoot it by the number of goroutines racing. A
 // [Budget.Release] returns a retry that was granted but never sent.
 //
-// Time is read through Config.Now, so tests drive a fake clock and need no
+// Time is read through Config.Clock, so tests drive a fake clock and need no
 // sleeping (golang.org/x/time/rate passes time in for the same reason). There
 // is no background goroutine.
 package budget
@@ -105,11 +105,11 @@ type Config struct {
 	// allowed on top of Ratio so that a client with little traffic can still
 	// retry; 0 means DefaultMinRetriesPerSecond, NoFloor means none.
 	MinRetriesPerSecond float64
-	// Now returns the current time; nil means time.Now. Tests pass a fake
+	// Clock returns the current time; nil means time.Now. Tests pass a fake
 	// clock. Only differences between readings are used (monotonic when the
 	// clock is time.Now); a clock that goes back is tolerated, the window
 	// just does not slide until it catches up.
-	Now func() time.Time
+	Clock func() time.Time
 }
 
 // Budget is a retry budget shared by all calls of a client. It is safe for
@@ -187,8 +187,8 @@ func New(c Config) (*Budget, error) {
 		return nil, fmt.Errorf("%w: MinRetriesPerSecond %v is neither positive and finite nor NoFloor", ErrInvalidConfig, c.MinRetriesPerSecond)
 	}
 	origin := time.Now()
-	if c.Now != nil {
-		origin = c.Now()
+	if c.Clock != nil {
+		origin = c.Clock()
 	}
 	n := 1
 	for n < 8*runtime.GOMAXPROCS(0) && n < maxShards {
@@ -200,7 +200,7 @@ func New(c Config) (*Budget, error) {
 		window: window,
 		slot:   window / slots,
 		tick:   min(max(window/1000, time.Millisecond), window/slots),
-		now:    c.Now,
+		now:    c.Clock,
 		origin: origin,
 		shards: make([]shard, n),
 		mask:   uintptr(n - 1),
@@ -241,7 +241,7 @@ func (b *Budget) TryRetry() bool {
 // TryRetryAt is TryRetry at time now, for callers that already hold the
 // current time (a poll loop's cached clock): it saves the clock read, which
 // is most of TryRetry's cost. now must come from the budget's clock
-// (Config.Now, or time.Now by default) and should not run far ahead of it.
+// (Config.Clock, or time.Now by default) and should not run far ahead of it.
 func (b *Budget) TryRetryAt(now time.Time) bool {
 	return b.tryRetry(max(now.Sub(b.origin), 0))
 }

@@ -25,7 +25,7 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 func newBudget(t testing.TB, c Config) (*Budget, *fakeClock) {
 	t.Helper()
 	clk := &fakeClock{}
-	c.Now = clk.Now
+	c.Clock = clk.Now
 	b, err := New(c)
 	if err != nil {
 		t.Fatal(err)

@@ -442,7 +442,7 @@ func TestRetryAfterHonouredAndCapped(t *testing.T) {
 // stay at about 10% of the requests.
 func TestBudgetUnderFailingDownstream(t *testing.T) {
 	clk := &fakeClock{}
-	b, err := budget.New(budget.Config{Ratio: 0.1, Window: 10 * time.Second, MinRetriesPerSecond: 1, Now: clk.Now})
+	b, err := budget.New(budget.Config{Ratio: 0.1, Window: 10 * time.Second, MinRetriesPerSecond: 1, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +575,7 @@ func TestPolicyValidation(t *testing.T) {
 		{Unbounded(), WithSettings(backoff.Settings{InitialRetryDelay: time.Second})}, // settings reset Unbounded
 	}
 	for i, opts := range bad {
-		if p, err := NewPolicy(opts...); !errors.Is(err, ErrInvalidPolicy) || p != nil {
+		if p, err := NewPolicy(opts...); !errors.Is(err, ErrInvalidConfig) || p != nil {
 			t.Errorf("case %d: %v, %v", i, p, err)
 		}
 	}
@@ -598,7 +598,7 @@ func TestPolicyValidation(t *testing.T) {
 		fmt.Sprint(base.codes, derived.codes) != "[1 2] [3]" {
 		t.Fatalf("With: %v %+v %+v", err, base, derived)
 	}
-	if _, err := (*Policy)(nil).With(WithMaxAttempts(0)); !errors.Is(err, ErrInvalidPolicy) {
+	if _, err := (*Policy)(nil).With(WithMaxAttempts(0)); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("nil.With: %v", err)
 	}
 	if (*Policy)(nil).Settings() != DefaultSettings() {

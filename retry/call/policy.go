@@ -33,9 +33,9 @@ func DefaultSettings() backoff.Settings {
 	}
 }
 
-// ErrInvalidPolicy is wrapped by every error of [NewPolicy] and
+// ErrInvalidConfig is wrapped by every error of [NewPolicy] and
 // [Policy.With].
-var ErrInvalidPolicy = errors.New("call: invalid policy")
+var ErrInvalidConfig = errors.New("call: invalid config")
 
 // Policy says whether and when a failed call is retried: the attempt bound
 // and delays (a [backoff.Settings] or a [backoff.Strategy]), the error
@@ -70,7 +70,7 @@ type Option func(*Policy) error
 
 // NewPolicy returns a policy with the defaults ([DefaultSettings], the
 // [Classify] classifier, no codes, no budget) changed by opts. It fails with
-// an error wrapping [ErrInvalidPolicy] if an option is invalid, or if the
+// an error wrapping [ErrInvalidConfig] if an option is invalid, or if the
 // policy would retry without bound — no attempt limit and no total timeout —
 // without [Unbounded] (SPEC B3).
 func NewPolicy(opts ...Option) (*Policy, error) {
@@ -101,7 +101,7 @@ func (p *Policy) apply(opts []Option) (*Policy, error) {
 	}
 	s := p.iter.Settings
 	if s.MaxAttempts == 0 && s.TotalTimeout == 0 && !p.unbounded {
-		return nil, fmt.Errorf("%w: no attempt limit and no total timeout; use Unbounded to retry without bound (SPEC B3)", ErrInvalidPolicy)
+		return nil, fmt.Errorf("%w: no attempt limit and no total timeout; use Unbounded to retry without bound (SPEC B3)", ErrInvalidConfig)
 	}
 	it := p.iter // the first attempt's timeout, as the runner will see it
 	first, _ := it.Next(0)
@@ -134,7 +134,7 @@ func orDefault(p *Policy) *Policy {
 func WithMaxAttempts(n int) Option {
 	return func(p *Policy) error {
 		if n < 1 {
-			return fmt.Errorf("%w: MaxAttempts %d is below 1 (use Unbounded for no limit)", ErrInvalidPolicy, n)
+			return fmt.Errorf("%w: MaxAttempts %d is below 1 (use Unbounded for no limit)", ErrInvalidConfig, n)
 		}
 		p.iter.Settings.MaxAttempts = n
 		return nil
@@ -160,7 +160,7 @@ func Unbounded() Option {
 func WithSettings(s backoff.Settings) Option {
 	return func(p *Policy) error {
 		if err := s.Validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 		p.iter.Settings = s
 		p.iter.Strategy = nil
@@ -174,7 +174,7 @@ func WithSettings(s backoff.Settings) Option {
 func WithBackoff(s backoff.Strategy) Option {
 	return func(p *Policy) error {
 		if s == nil {
-			return fmt.Errorf("%w: nil backoff strategy", ErrInvalidPolicy)
+			return fmt.Errorf("%w: nil backoff strategy", ErrInvalidConfig)
 		}
 		p.iter.Strategy = s
 		return nil
@@ -194,7 +194,7 @@ func WithoutJitter() Option {
 func WithClassifier(c Classifier) Option {
 	return func(p *Policy) error {
 		if c == nil {
-			return fmt.Errorf("%w: nil classifier", ErrInvalidPolicy)
+			return fmt.Errorf("%w: nil classifier", ErrInvalidConfig)
 		}
 		p.classify = c
 		return nil
@@ -252,7 +252,7 @@ func RequireRetryFlag() Option {
 func WithMaxRetryAfter(d time.Duration) Option {
 	return func(p *Policy) error {
 		if d < 0 {
-			return fmt.Errorf("%w: negative MaxRetryAfter %v", ErrInvalidPolicy, d)
+			return fmt.Errorf("%w: negative MaxRetryAfter %v", ErrInvalidConfig, d)
 		}
 		p.maxRetryAfter = d
 		return nil

@@ -115,7 +115,7 @@ func (c *proxyConn) readLoop(first net.Conn) {
 			var err error
 			if nc, err = c.dial(); err != nil {
 				if !t.closed.Load() {
-					t.log.LogAttrs(context.Background(), slog.LevelDebug, "tcp: dial failed",
+					t.log.LogAttrs(context.Background(), slog.LevelDebug, MsgDialFailed,
 						slog.String("proxy", c.proxy.String()), slog.String("error", err.Error()))
 				}
 				continue
@@ -125,7 +125,7 @@ func (c *proxyConn) readLoop(first net.Conn) {
 			return
 		}
 		first = nil
-		t.log.LogAttrs(context.Background(), slog.LevelDebug, "tcp: connected",
+		t.log.LogAttrs(context.Background(), slog.LevelDebug, MsgConnected,
 			slog.String("proxy", c.proxy.String()), slog.String("addr", nc.RemoteAddr().String()))
 		since := time.Now()
 		err := c.readFrames(nc)
@@ -137,7 +137,7 @@ func (c *proxyConn) readLoop(first net.Conn) {
 		if time.Since(since) >= t.cfg.StableAfter {
 			retries, prev = 0, 0
 		}
-		t.log.LogAttrs(context.Background(), slog.LevelInfo, "tcp: connection lost",
+		t.log.LogAttrs(context.Background(), slog.LevelInfo, MsgConnectionLost,
 			slog.String("proxy", c.proxy.String()), slog.String("error", err.Error()))
 	}
 }

@@ -32,6 +32,20 @@ const (
 	DefaultStableAfter = time.Second
 )
 
+// The transport's log messages (slog, through Config.Logger): stable strings
+// that operators can grep, with the proxy and the error as attributes.
+const (
+	// MsgDialFailed is logged at debug level for each failed (re)connect;
+	// attributes: proxy, error.
+	MsgDialFailed = "tcp: dial failed"
+	// MsgConnected is logged at debug level when a connection is up;
+	// attributes: proxy, addr.
+	MsgConnected = "tcp: connected"
+	// MsgConnectionLost is logged at info level when a connection drops and
+	// the transport starts to redial; attributes: proxy, error.
+	MsgConnectionLost = "tcp: connection lost"
+)
+
 // DefaultBackoff is the reconnect backoff when Config.Backoff is nil:
 // decorrelated jitter from 10 ms, capped at 1 s, so that clients that lost
 // a proxy together do not redial it together.
@@ -51,8 +65,8 @@ var (
 	// ErrProxyConflict: Open was called again for a ProxyID with another
 	// endpoint.
 	ErrProxyConflict = errors.New("tcp: proxy id already opened for another endpoint")
-	// ErrBadConfig wraps what is wrong with a Config.
-	ErrBadConfig = errors.New("tcp: bad configuration")
+	// ErrInvalidConfig wraps what is wrong with a Config.
+	ErrInvalidConfig = errors.New("tcp: invalid config")
 )
 
 // Config sets up a Transport. The zero Config is usable: it dials p.String()
@@ -140,14 +154,14 @@ type Transport struct {
 }
 
 // New returns a Transport with no proxies; the engine opens them as routes
-// name them. Errors wrap ErrBadConfig for negative sizes or durations.
+// name them. Errors wrap ErrInvalidConfig for negative sizes or durations.
 func New(cfg Config) (*Transport, error) {
 	if cfg.DialTimeout < 0 || cfg.RecvBuffer < 0 || cfg.MaxPending < 0 || cfg.MaxFrameSize < 0 ||
 		cfg.WriteTimeout < 0 || cfg.StableAfter < 0 {
-		return nil, fmt.Errorf("%w: negative duration or size", ErrBadConfig)
+		return nil, fmt.Errorf("%w: negative duration or size", ErrInvalidConfig)
 	}
 	if cfg.RecvBuffer > 1<<30 {
-		return nil, fmt.Errorf("%w: RecvBuffer above 1 GiB", ErrBadConfig)
+		return nil, fmt.Errorf("%w: RecvBuffer above 1 GiB", ErrInvalidConfig)
 	}
 	if cfg.Resolve == nil {
 		cfg.Resolve = func(p retry.Proxy) (string, error) { return p.String(), nil }

@@ -374,7 +374,7 @@ func TestWait(t *testing.T) {
 // TestOpenAndErrors covers the API's edges: bad config, unknown proxies, a
 // conflicting Open, and everything after Close.
 func TestOpenAndErrors(t *testing.T) {
-	if _, err := tcp.New(tcp.Config{RecvBuffer: -1}); !errors.Is(err, tcp.ErrBadConfig) {
+	if _, err := tcp.New(tcp.Config{RecvBuffer: -1}); !errors.Is(err, tcp.ErrInvalidConfig) {
 		t.Fatalf("New with a negative size: %v", err)
 	}
 	s := newEchoServer(t).start()
