@@ -179,25 +179,37 @@ func parseConf(element string) (c Conf, rawMax int, err error) {
 // an old directory server, whose zones keep their configuration. Errors wrap
 // ErrMalformedConf: a malformed element, or more than one conf:// element.
 func ConfFromCollectURLList(list string) (c Conf, found bool, err error) {
-	c, _, found, err = confFromList(list)
-	return c, found, err
+	pc := parseConfList(list)
+	return pc.conf, pc.found, pc.err
 }
 
-func confFromList(list string) (c Conf, rawMax int, found bool, err error) {
+// parsedConf is a CollectUrlList's conf:// element as the client applies
+// it: the configuration, the ReadRetryMaxCnt given before clamping (for the
+// warning of SPEC R5), whether the list had an element, and why it was
+// malformed.
+type parsedConf struct {
+	conf   Conf
+	rawMax int
+	found  bool
+	err    error
+}
+
+func parseConfList(list string) parsedConf {
 	var elem string
+	found := false
 	for e := range strings.SplitSeq(list, ";") {
 		e = strings.TrimSpace(e)
 		if !strings.HasPrefix(e, confPrefix) {
 			continue
 		}
 		if found {
-			return Conf{}, 0, true, fmt.Errorf("%w: more than one conf:// element in the list", ErrMalformedConf)
+			return parsedConf{found: true, err: fmt.Errorf("%w: more than one conf:// element in the list", ErrMalformedConf)}
 		}
 		elem, found = e, true
 	}
 	if !found {
-		return Conf{}, 0, false, nil
+		return parsedConf{}
 	}
-	c, rawMax, err = parseConf(elem)
-	return c, rawMax, true, err
+	c, rawMax, err := parseConf(elem)
+	return parsedConf{conf: c, rawMax: rawMax, found: true, err: err}
 }

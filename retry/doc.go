@@ -20,27 +20,36 @@
 //
 // # One read, end to end
 //
-// Send packs the request (package wire) into a pooled buffer, picks a
-// proxy (SPEC R13) and stores a context in the zone's context table
-// (package ctxtable) under the request's sequence number: the fixed-size
-// ctxMeta, a copy of the packed frame and of the user buffer, and for a
-// batch read a bitset of answered keys. It sends the frame and schedules
-// the first deadline on the zone's timing wheel (package timerwheel).
-// Nothing else happens for the request until a packet or a deadline.
+// Inside the engine a request in flight is a flight (flight.go): a small
+// handle naming its zone, sequence number and context, whose methods are
+// the steps below, one file per step.
 //
-// RecvResponse advances every zone's wheel to now and reads packets from
-// the transport. A packet's sequence number finds its context; none means
-// late or duplicate (dropped, counted). A good answer to a simple read is
-// delivered and ends the request; a listed error code with retries left
-// re-sends at once (SPEC R8). A complex read's packet passes only records
-// not seen before — keys not yet answered, stream positions next in order —
-// and restarts the wait for the next packet (SPEC R10, R11). A deadline
-// with retries left re-sends: the whole request for a simple read, only the
-// missing keys of a batch, the rest of an index stream from the next
-// position wanted, each rebuilt straight from the packed original; with
-// none left the request ends with ResultReadRetryTimeout (SPEC R9). A
-// Response is a view valid until the next RecvResponse; the context of a
-// final response is released then.
+//   - send.go — Send classifies the request (SPEC R3, R4), packs it
+//     (package wire) into a pooled buffer, admits it under the zone's
+//     context cap (SPEC R2), picks a proxy (SPEC R13) and stores a context
+//     in the zone's context table (package ctxtable) under the request's
+//     sequence number: the fixed-size ctxMeta, a copy of the packed frame
+//     and of the user buffer, and scratch bytes with the proxies tried and
+//     the kind's progress (a batch read's bitset of answered keys, an
+//     index read's next position). It sends the frame and schedules the
+//     first deadline on the zone's timing wheel (package timerwheel).
+//     Nothing else happens for the request until a packet or a deadline.
+//   - recv.go — RecvResponse reads packets from the transport and advances
+//     every zone's wheel to now. A packet's sequence number finds its
+//     context; none means late or duplicate (dropped, counted).
+//   - answer.go — a good answer to a simple read is delivered and ends the
+//     request; a listed error code with retries left re-sends at once
+//     (SPEC R8). A complex read's packet passes only records not seen
+//     before — keys not yet answered, stream positions next in order — and
+//     restarts the wait for the next packet (SPEC R10, R11).
+//   - resend.go — a deadline with retries left re-sends: the whole request
+//     for a simple read, only the missing keys of a batch, the rest of an
+//     index stream from the next position wanted, each rebuilt straight
+//     from the packed original, to the proxy SPEC R13 chooses.
+//   - finish.go — with no retry left the request ends with
+//     ResultReadRetryTimeout (SPEC R9). A Response is a view valid until
+//     the next RecvResponse; the context of a final response is released
+//     then.
 //
 // Schedules (SPEC R6, R10): with n retries the budget T is cut into n+1
 // segments of lengths x, 2x, …, (n+1)x, x = 2T/((n+1)(n+2)). A simple read

@@ -16,6 +16,13 @@ const (
 	// attributes: app_id, zone_id, max_context_count, hits (since the last
 	// line).
 	MsgReachMaxContext = "reach max context count"
+	// MsgSetMaxContext is logged by SetReadRetryMaxContextCountPerZone
+	// with max_context_count (SPEC R2).
+	MsgSetMaxContext = "set read retry max context count"
+	// MsgOpenProxyFailed is logged at warn level when the Transport fails
+	// to open a proxy a route names; attributes: proxy, error. The proxy
+	// counts as unavailable until the Transport says otherwise.
+	MsgOpenProxyFailed = "open proxy failed"
 	// MsgRecvConf is logged for each applied conf:// configuration (SPEC
 	// R5); attributes: app_id, zone_id, cmds, error_codes, max_retries.
 	MsgRecvConf = "recv read retry conf"

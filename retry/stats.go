@@ -1,6 +1,10 @@
 package retry
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/readretry/readretry/wire"
+)
 
 // counter is an atomic counter alone on its cache line, so that senders on
 // many cores bumping one counter do not slow the poller bumping another.
@@ -103,6 +107,20 @@ func (zc *zoneCounters) snapshot() Stats {
 		Delivered:           zc.delivered.Load(),
 		FinalResults:        zc.finals.Load(),
 		SendFailures:        zc.sendFailures.Load(),
+	}
+}
+
+// countSent counts a request that went out: reads (with or without a
+// context) and writes apart (SPEC R17).
+func (zc *zoneCounters) countSent(cmd wire.Command, kind uint8) {
+	switch {
+	case cmd.IsRead() && kind == kindPlain:
+		zc.readsSent.Add(1)
+		zc.otherSent.Add(1)
+	case cmd.IsRead():
+		zc.readsSent.Add(1)
+	default:
+		zc.writesSent.Add(1)
 	}
 }
 

@@ -1,12 +1,20 @@
 package retry
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"github.com/readretry/readretry/ctxtable"
 	"github.com/readretry/readretry/timerwheel"
 )
+
+// Zone names one zone of the database: (AppID, ZoneID) (SPEC §1).
+type Zone struct {
+	AppID  uint32 // the application (the seed's APP_ID)
+	ZoneID uint32 // the zone within it (the seed's ZONE_ID)
+}
 
 // zone is one zone's state: its route, configuration, context table,
 // timing wheel and counters.
@@ -32,6 +40,15 @@ type zone struct {
 // maxContexts returns the zone's context cap for the client's cap n.
 func (z *zone) maxContexts(n int64) int64 { return min(n, z.limit) }
 
+// nextSeq returns a new sequence number of the zone: the zone's index in
+// the top bits, so that an answer finds its zone, and the zone's counter.
+func (z *zone) nextSeq() uint64 { return z.idx<<counterBits | z.seq.Add(1)&counterMask }
+
+// attrs returns the zone's log attributes followed by extra.
+func (z *zone) attrs(extra ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{slog.Uint64("app_id", uint64(z.key.AppID)), slog.Uint64("zone_id", uint64(z.key.ZoneID))}, extra...)
+}
+
 // route is an immutable snapshot of a zone's proxies, replaced whole on
 // each route update so that senders read it without a lock.
 type route struct {
@@ -48,131 +65,194 @@ func (r *route) has(id ProxyID) bool {
 	return false
 }
 
-// Context kinds.
-const (
-	kindPlain  uint8 = iota // no read retry: waits Config.WaitTimeout, never re-sent
-	kindSimple              // simple read with read retry (SPEC R6)
-	kindBatch               // batch read with read retry (SPEC R10, R11: missing keys)
-	kindIndex               // index read with read retry (SPEC R10, R11: resume)
-)
-
-// maxAttempts is the most packets one request can send: the first and
-// MaxMaxRetries re-sends.
-const maxAttempts = 1 + MaxMaxRetries
-
-// ctxMeta is the fixed part of one in-flight request's context. It holds no
-// Go pointer, so the context table's slabs stay invisible to the garbage
-// collector (SPEC R15); the packed frame, the user buffer and a batch read's
-// bitset of answered keys live in the table's payload slab.
-//
-// Ownership: Send fills it before Insert; after the first frame is out,
-// only the poller (RecvResponse) touches it, except the timer field, which
-// the sender publishes once with a CAS and both sides access atomically.
-type ctxMeta struct {
-	asyncID  uint64
-	timer    uint64 // timerwheel.Handle of the pending timer, 0 if none known; atomic
-	deadline int64  // end of the current segment (or wait), ns since the epoch
-	progress uint64 // index reads: next stream position wanted; batch reads: keys answered; plain: next packet index
-	firstMs  uint32 // first send, ms since the epoch (mod 2^32): only for the exhaustion log's cost
-	budgetUs uint32 // the class budget the request was sent with (SPEC R1), µs (MaxBudget fits)
-	nkeys    uint32 // batch reads: keys in the request
-	tried    [maxAttempts]ProxyID
-	cmd      uint8 // wire.Command: every command the codec carries is below 256
-	ntried   uint8
-	retries  uint8 // re-sends used (SPEC R10: only grows)
-	max      uint8 // MaxRetries of the zone's configuration at send time
-	kind     uint8
-	done     bool   // the final result is queued or delivered
-	gen      uint16 // timer generation: a timer whose id carries another is stale
+// proxyInfo is what the client knows of one proxy endpoint.
+type proxyInfo struct {
+	p    Proxy
+	host uint16 // client-wide host number, for SPEC R13
 }
 
-// budget returns the request's class budget.
-func (m *ctxMeta) budget() time.Duration { return time.Duration(m.budgetUs) * time.Microsecond }
-
-// timerID is a timer's id in the zone's wheel: the sequence counter and the
-// context's timer generation.
-func timerID(seq uint64, gen uint16) uint64 { return seq&counterMask | uint64(gen)<<counterBits }
-
-func (m *ctxMeta) hasTried(id ProxyID) bool {
-	for _, x := range m.tried[:m.ntried] {
-		if x == id {
-			return true
+// ApplyRoute sets a zone's proxies and applies the retry configuration in
+// its CollectUrlList (SPEC R5), adding the zone if it is new. It is what an
+// SDK calls on each route update from the directory server, at any time.
+// The proxy list replaces the zone's (requests in flight keep the proxies
+// they tried); duplicates are ignored. The conf:// element, if any,
+// replaces the zone's configuration and is logged (MsgRecvConf); a list
+// without one leaves it as it was (an old directory server); a new zone
+// without one has read retry off. A malformed element is logged
+// (MsgBadConf) and returned as an error wrapping ErrMalformedConf, after the
+// proxies are applied and with the old configuration kept. Other errors
+// (wrapping ErrInvalidConfig: too many zones or proxies, an empty host) change
+// nothing.
+func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	for _, p := range proxies {
+		if p.Host == "" {
+			return fmt.Errorf("%w: proxy with an empty host", ErrInvalidConfig)
 		}
 	}
-	return false
-}
+	parsed := parseConfList(collectURLList)
 
-// proxySet is a small set of proxies a caller skips (those whose Send just
-// failed). Its size bounds how many send failures one choice tolerates.
-type proxySet struct {
-	ids [64]ProxyID
-	n   int
-}
-
-func (s *proxySet) add(id ProxyID) {
-	if s.n < len(s.ids) {
-		s.ids[s.n] = id
-		s.n++
-	}
-}
-
-func (s *proxySet) has(id ProxyID) bool {
-	for _, x := range s.ids[:s.n] {
-		if x == id {
-			return true
+	var opened []ProxyID
+	c.mu.Lock()
+	defer func() {
+		c.mu.Unlock()
+		c.open(opened) // a dial may take time: not under c.mu
+	}()
+	z := c.zoneOf(zone)
+	if z == nil {
+		var err error
+		if z, err = c.addZone(zone); err != nil {
+			return err
 		}
 	}
-	return false
+	rt, opened, err := c.register(proxies)
+	if err != nil {
+		return err
+	}
+	z.route.Store(rt)
+	return c.applyConf(z, parsed)
 }
 
-func (s *proxySet) full() bool { return s.n == len(s.ids) }
+// applyConf applies a parsed conf:// element to the zone and logs it
+// (SPEC R5, R16): a malformed one is logged and returned, the zone keeping
+// its configuration; none leaves it as it was.
+func (c *Client) applyConf(z *zone, pc parsedConf) error {
+	switch {
+	case pc.err != nil:
+		c.log.LogAttrs(context.Background(), slog.LevelError, MsgBadConf, z.attrs(slog.String("error", pc.err.Error()))...)
+		return pc.err
+	case pc.found:
+		if pc.rawMax > MaxMaxRetries {
+			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgConfClamped,
+				z.attrs(slog.Int("read_retry_max_cnt", pc.rawMax), slog.Int("used", MaxMaxRetries))...)
+		}
+		conf := pc.conf
+		z.conf.Store(&conf)
+		c.log.LogAttrs(context.Background(), slog.LevelInfo, MsgRecvConf, z.attrs(
+			slog.Any("cmds", conf.Cmds), slog.Any("error_codes", conf.ErrorCodes), slog.Int("max_retries", conf.MaxRetries))...)
+	}
+	return nil
+}
 
-// choose picks the proxy for the next attempt of m (SPEC R13): an available
-// proxy on a host not tried yet for this request; else an untried port on a
-// tried host; else, every available proxy having been tried, the least
-// recently tried one. Among equals it takes the next in round-robin order
-// from the zone's counter. Unavailable proxies and those in skip are passed
-// over; ok is false if none is left. It allocates nothing: routes are
-// short, and a request has at most nine attempts.
-func (c *Client) choose(z *zone, m *ctxMeta, skip *proxySet) (ProxyID, bool) {
-	if skip.full() {
-		return 0, false
+// Conf returns the zone's current read retry configuration and whether one
+// was received.
+func (c *Client) Conf(zone Zone) (Conf, bool) {
+	z := c.zoneOf(zone)
+	if z == nil {
+		return Conf{}, false
 	}
-	rt := z.route.Load()
-	n := len(rt.ids)
-	if n == 0 {
-		return 0, false
+	if p := z.conf.Load(); p != nil {
+		return *p, true
 	}
+	return Conf{}, false
+}
+
+// addZone creates a zone; c.mu is held.
+func (c *Client) addZone(key Zone) (*zone, error) {
+	old := *c.zoneByIdx.Load()
+	if len(old) >= MaxZones {
+		return nil, fmt.Errorf("%w: more than %d zones", ErrInvalidConfig, MaxZones)
+	}
+	// The wheel is sized once, for the larger of the cap now and the
+	// default, so that raising the cap later needs no new wheel; timers of
+	// contexts that ended before their sender published the timer's handle
+	// linger until they fire (see the package comment), so it has room for
+	// twice the requests the zone can track. The zone's cap can never
+	// exceed what that wheel holds (zone.limit).
+	cur := int(c.maxContexts.Load())
+	wheelCap := min(2*(max(cur, DefaultMaxContexts)+c.maxWaiting)+1024, timerwheel.MaxCapacity)
+	limit := int64((wheelCap-1024)/2 - c.maxWaiting)
+	table, err := ctxtable.New[ctxMeta](ctxtable.Config{Cap: int(min(int64(cur), limit)) + c.maxWaiting, Shards: c.shards})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	wheel, err := timerwheel.New(c.tick, c.epoch, wheelCap)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	z := &zone{key: key, idx: uint64(len(old) + 1), table: table, wheel: wheel, limit: limit}
+	z.route.Store(&route{})
+	idx := append(append(make([]*zone, 0, len(old)+1), old...), z)
+	c.zoneByIdx.Store(&idx)
+	c.zoneByKey.Store(key, z)
+	return z, nil
+}
+
+// register gives each proxy its ProxyID and returns the route and the
+// proxies seen for the first time, for open; c.mu is held.
+func (c *Client) register(proxies []Proxy) (*route, []ProxyID, error) {
 	infos := *c.proxies.Load()
-	start := int((z.rr.Add(1) - 1) % uint32(n))
-	best, bestRank, bestLast := -1, 3, maxAttempts+1
-	for k := 0; k < n; k++ {
-		i := start + k
-		if i >= n {
-			i -= n
-		}
-		id := rt.ids[i]
-		if skip.has(id) || !c.tr.Available(id) {
-			continue
-		}
-		// rank 0: untried host; 1: untried port on a tried host; 2: tried.
-		rank, last := 0, -1
-		for j, t := range m.tried[:m.ntried] {
-			if t == id {
-				rank, last = 2, j
-			} else if rank == 0 && int(t) < len(infos) && infos[t].host == rt.hosts[i] {
-				rank = 1
-			}
-		}
-		if rank < bestRank || (rank == 2 && bestRank == 2 && last < bestLast) {
-			best, bestRank, bestLast = i, rank, last
-			if rank == 0 {
-				break
-			}
+	fresh := 0
+	for _, p := range proxies {
+		if _, ok := c.proxyIDs[p]; !ok {
+			fresh++
 		}
 	}
-	if best < 0 {
-		return 0, false
+	if len(infos)-1+fresh > MaxProxies {
+		return nil, nil, fmt.Errorf("%w: more than %d proxy endpoints", ErrInvalidConfig, MaxProxies)
 	}
-	return rt.ids[best], true
+	rt := &route{}
+	var opened []ProxyID
+	if fresh > 0 {
+		infos = append(make([]proxyInfo, 0, len(infos)+fresh), infos...)
+	}
+	for _, p := range proxies {
+		id, ok := c.proxyIDs[p]
+		if !ok {
+			h, ok := c.hostIDs[p.Host]
+			if !ok {
+				h = uint16(len(c.hostIDs))
+				c.hostIDs[p.Host] = h
+			}
+			id = ProxyID(len(infos))
+			infos = append(infos, proxyInfo{p: p, host: h})
+			c.proxyIDs[p] = id
+			opened = append(opened, id)
+		}
+		if !rt.has(id) {
+			rt.ids = append(rt.ids, id)
+			rt.hosts = append(rt.hosts, infos[id].host)
+		}
+	}
+	c.proxies.Store(&infos)
+	return rt, opened, nil
+}
+
+// open tells the transport about new proxies; until it is done they count
+// as unavailable to proxy choice (Transport.Available).
+func (c *Client) open(ids []ProxyID) {
+	for _, id := range ids {
+		p, _ := c.ProxyOf(id)
+		if err := c.tr.Open(id, p); err != nil {
+			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgOpenProxyFailed,
+				slog.String("proxy", p.String()), slog.String("error", err.Error()))
+		}
+	}
+}
+
+// ProxyOf returns the endpoint of a ProxyID the Client handed to its
+// Transport.
+func (c *Client) ProxyOf(id ProxyID) (Proxy, bool) {
+	infos := *c.proxies.Load()
+	if id == 0 || int(id) >= len(infos) {
+		return Proxy{}, false
+	}
+	return infos[id].p, true
+}
+
+func (c *Client) zoneOf(key Zone) *zone {
+	z, _ := c.zoneByKey.Load(key)
+	return z
+}
+
+// zoneOfSeq finds a sequence number's zone from its top bits.
+func (c *Client) zoneOfSeq(seq uint64) *zone {
+	i := seq >> counterBits
+	zs := *c.zoneByIdx.Load()
+	if i == 0 || i > uint64(len(zs)) {
+		return nil
+	}
+	return zs[i-1]
 }

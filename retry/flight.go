@@ -1,0 +1,162 @@
+package retry
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"time"
+
+	"github.com/readretry/readretry/ctxtable"
+	"github.com/readretry/readretry/timerwheel"
+	"github.com/readretry/readretry/wire"
+)
+
+// Context kinds.
+const (
+	kindPlain  uint8 = iota // no read retry: waits Config.WaitTimeout, never re-sent
+	kindSimple              // simple read with read retry (SPEC R6)
+	kindBatch               // batch read with read retry (SPEC R10, R11: missing keys)
+	kindIndex               // index read with read retry (SPEC R10, R11: resume)
+)
+
+// maxAttempts is the most packets one request can send: the first and
+// MaxMaxRetries re-sends.
+const maxAttempts = 1 + MaxMaxRetries
+
+// ctxMeta is the fixed part of one in-flight request's context. It holds no
+// Go pointer, so the context table's slabs stay invisible to the garbage
+// collector (SPEC R15). Everything whose size depends on the request lives
+// in the context's payload next to the packed frame and the user buffer:
+// the scratch bytes (see ctxScratch) hold the proxies tried and the
+// kind's progress.
+//
+// Ownership: Send fills the context (meta and scratch) before its first
+// frame is out; from then on only the poller (RecvResponse) touches it,
+// except the timer field, which the sender publishes once with a CAS and
+// both sides access atomically.
+type ctxMeta struct {
+	asyncID  uint64
+	timer    uint64 // timerwheel.Handle of the pending timer, 0 if none known; atomic
+	deadline int64  // end of the current segment (or wait), ns since the client's epoch
+	firstMs  uint32 // first send, ms since the epoch (mod 2^32): only for the exhaustion log's cost
+	budgetUs uint32 // the class budget the request was sent with (SPEC R1), µs (MaxBudget fits)
+	gen      uint16 // timer generation: a timer whose id carries another is stale
+	cmd      uint8  // wire.Command: every command the codec carries is below 256
+	kind     uint8
+	ntried   uint8 // attempts sent: proxies recorded in the scratch
+	retries  uint8 // re-sends used (SPEC R10: only grows)
+	max      uint8 // MaxRetries of the zone's configuration at send time
+	done     bool  // the final result is queued or delivered
+}
+
+// budget returns the request's class budget.
+func (m *ctxMeta) budget() time.Duration { return time.Duration(m.budgetUs) * time.Microsecond }
+
+// timerID is a timer's id in the zone's wheel: the sequence counter and the
+// context's timer generation.
+func timerID(seq uint64, gen uint16) uint64 { return seq&counterMask | uint64(gen)<<counterBits }
+
+// ctxScratch is a view of a context's scratch bytes (ctxtable.Ref.Scratch),
+// laid out as
+//
+//	2 × (1 + max)  the proxy of each attempt in send order (ProxyID, little endian)
+//	then by kind:
+//	  kindBatch    4 keys answered, 4 keys in the request, the bitset of answered keys
+//	  kindIndex    8 the next stream position wanted (SPEC R11)
+//	  kindPlain    4 the next packet index expected (duplicate detection)
+//	  kindSimple   nothing
+//
+// Each quantity has its own bytes, so a field means one thing whatever the
+// kind, and the fixed ctxMeta stays small.
+type ctxScratch []byte
+
+// scratchSize returns the scratch bytes a request of kind needs.
+func scratchSize(kind, max uint8, nkeys int) int {
+	n := 2 * (1 + int(max))
+	switch kind {
+	case kindBatch:
+		n += 8 + wire.BitsetLen(nkeys)
+	case kindIndex:
+		n += 8
+	case kindPlain:
+		n += 4
+	}
+	return n
+}
+
+func (s ctxScratch) tried(i int) ProxyID { return ProxyID(binary.LittleEndian.Uint16(s[2*i:])) }
+func (s ctxScratch) setTried(i int, id ProxyID) {
+	binary.LittleEndian.PutUint16(s[2*i:], uint16(id))
+}
+
+// state returns the kind's bytes, after the tried proxies.
+func (s ctxScratch) state(max uint8) []byte { return s[2*(1+int(max)):] }
+
+// flight is one request in flight as the engine's code handles it: a small
+// handle on the stack naming the zone, the sequence number, the context in
+// the zone's table, the meta being edited, and the time of the step. Its
+// methods are the lifecycle steps (send.go, answer.go, resend.go,
+// finish.go); the sender makes one in Send, the poller one per packet or
+// timer.
+type flight struct {
+	c   *Client
+	z   *zone
+	seq uint64
+	ref ctxtable.Ref[ctxMeta]
+	m   *ctxMeta
+	now int64 // ns since the client's epoch
+}
+
+// scratch returns the context's scratch view.
+func (f *flight) scratch() ctxScratch { return ctxScratch(f.ref.Scratch()) }
+
+// hasTried reports whether an attempt of the request went to id.
+func (f *flight) hasTried(id ProxyID) bool {
+	s := f.scratch()
+	for i := range int(f.m.ntried) {
+		if s.tried(i) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// addTried records the proxy of an attempt just sent.
+func (f *flight) addTried(id ProxyID) {
+	if int(f.m.ntried) < 1+int(f.m.max) {
+		f.scratch().setTried(int(f.m.ntried), id)
+		f.m.ntried++
+	}
+}
+
+// Batch, index and plain progress, in the kind's scratch bytes.
+func (f *flight) batchAnswered() uint32 { return binary.LittleEndian.Uint32(f.state()) }
+func (f *flight) batchKeys() uint32     { return binary.LittleEndian.Uint32(f.state()[4:]) }
+func (f *flight) batchBits() wire.Bitset {
+	return wire.Bitset(f.state()[8:])
+}
+func (f *flight) setBatchAnswered(n uint32) { binary.LittleEndian.PutUint32(f.state(), n) }
+func (f *flight) indexNext() uint64         { return binary.LittleEndian.Uint64(f.state()) }
+func (f *flight) setIndexNext(pos uint64)   { binary.LittleEndian.PutUint64(f.state(), pos) }
+func (f *flight) plainNext() uint32         { return binary.LittleEndian.Uint32(f.state()) }
+func (f *flight) setPlainNext(n uint32)     { binary.LittleEndian.PutUint32(f.state(), n) }
+
+func (f *flight) state() []byte { return f.scratch().state(f.m.max) }
+
+// arm schedules the context's timer at m.deadline under a new generation.
+// The caller has cleared or cancelled the previous timer.
+func (f *flight) arm() {
+	f.m.gen++
+	h, err := f.z.wheel.Schedule(f.c.at(f.m.deadline), timerID(f.seq, f.m.gen))
+	if err != nil {
+		f.c.addOrphan(f.z, f.seq)
+		return
+	}
+	atomic.StoreUint64(&f.m.timer, uint64(h))
+}
+
+// cancelTimer cancels the context's pending timer, if its handle is known.
+func (f *flight) cancelTimer() {
+	if h := atomic.SwapUint64(&f.m.timer, 0); h != 0 {
+		f.z.wheel.Cancel(timerwheel.Handle(h))
+	}
+}

@@ -1,0 +1,183 @@
+package retry
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/readretry/readretry/wire"
+)
+
+// poller is the state RecvResponse works with, guarded by Client.pollMu. It
+// is reused call after call so that polling allocates nothing at steady
+// state.
+type poller struct {
+	c       *Client
+	now     int64 // the time of the current RecvResponse, ns since the epoch
+	zone    *zone // the zone whose wheel is advancing
+	fire    func(id uint64)
+	rsp     Response
+	keep    []bool // per-record delivery flags of rsp, grown to the largest packet
+	sendBuf []byte // re-sent frames are rebuilt here
+	finals  finalQueue
+	// sinceAdvance counts packets handled since the wheels last advanced.
+	sinceAdvance int
+	// release is the context whose final Response was handed out last; it
+	// is deleted at the start of the next call, when that Response stops
+	// being valid.
+	release     uint64
+	releaseZone *zone
+}
+
+// releaseNone marks that no delivered context waits for release.
+const releaseNone = 0
+
+func (p *poller) init(c *Client) {
+	p.c = c
+	p.fire = p.onFire // one method value, made once: Advance gets no new closure per call
+}
+
+// flight returns the poller's handle on the context ref of zone z.
+func (p *poller) flight(z *zone, seq uint64) (flight, bool) {
+	ref, ok := z.table.Lookup(seq)
+	if !ok {
+		return flight{}, false
+	}
+	return flight{c: p.c, z: z, seq: seq, ref: ref, m: ref.Meta(), now: p.now}, true
+}
+
+// maxPacketsPerAdvance bounds how many packets RecvResponse handles before
+// it advances the timing wheels even though more are waiting, so that
+// timers keep firing under a load that never lets the inbox empty. It is a
+// trade: after a stall, answers queued beyond this many may lose to their
+// deadlines; under overload, timers run this many packets late.
+const maxPacketsPerAdvance = 16384
+
+// RecvResponse drives the engine and returns at most one response (SPEC
+// R14). It handles the packets the transport has already received, then
+// advances every zone's timing wheel to now — re-sending reads whose
+// segment ended, ending those out of retries — then handles packets again,
+// until one yields a response for the caller. It never blocks on the
+// network; ok is false when nothing is ready. Call it periodically (the
+// poll interval adds to timer lateness) or let a Driver call it.
+//
+// Packets come before timers so that an answer that arrived in time is
+// not beaten by its deadline just because the poller was late (a stall, a
+// GC pause): SPEC R9 gives up only when no good answer came. So that
+// timers still fire when the inbox never empties, the wheels are advanced
+// at least once every 16,384 packets.
+//
+// Call it from one goroutine (or let one Driver call it, and never both):
+// the returned Response is the client's single response value, valid until
+// the next call to RecvResponse or Close — a call from another goroutine
+// overwrites it and releases its context. Calls are serialised internally,
+// so two pollers do not corrupt the engine, but each would race on the
+// other's Response.
+func (c *Client) RecvResponse() (rsp *Response, ok bool) {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	p := &c.poll
+	if p.release != releaseNone {
+		p.drop(p.releaseZone, p.release)
+		p.release, p.releaseZone = releaseNone, nil
+	}
+	if c.closed.Load() {
+		return nil, false
+	}
+	p.now = c.now()
+	if c.orphanN.Load() > 0 {
+		c.scheduleOrphans()
+	}
+	if p.deliverFinal() {
+		return &p.rsp, true
+	}
+	advanced := false
+	for {
+		var frame []byte
+		var from ProxyID
+		ok := false
+		if advanced || p.sinceAdvance < maxPacketsPerAdvance {
+			frame, from, ok = c.tr.Recv()
+		}
+		if !ok { // inbox empty, or the packet budget spent: timers' turn
+			if advanced {
+				return nil, false
+			}
+			p.advance()
+			advanced = true
+		} else {
+			p.sinceAdvance++
+			if p.onPacket(frame, from) {
+				return &p.rsp, true
+			}
+		}
+		// A packet or a timer may have ended a request with a made result.
+		if p.deliverFinal() {
+			return &p.rsp, true
+		}
+	}
+}
+
+// advance fires every zone's due timers at the poll's time.
+func (p *poller) advance() {
+	p.sinceAdvance = 0
+	now := p.c.at(p.now)
+	for _, z := range *p.c.zoneByIdx.Load() {
+		p.zone = z
+		z.wheel.Advance(now, p.fire)
+	}
+	p.zone = nil
+}
+
+// onPacket handles one received frame and reports whether it filled the
+// response for the caller: it finds the frame's context from its sequence
+// number and hands the packet to it (answer.go).
+func (p *poller) onPacket(frame []byte, from ProxyID) bool {
+	pkt, err := wire.ParseResponse(frame)
+	if err != nil {
+		p.onMalformed(frame, from, err)
+		return false
+	}
+	seq := pkt.Seq()
+	z := p.c.zoneOfSeq(seq)
+	if z == nil {
+		p.c.unknownSeq.Add(1)
+		return false
+	}
+	f, ok := p.flight(z, seq)
+	if !ok {
+		z.stats.duplicates.Add(1) // late: the request has its final result
+		return false
+	}
+	return f.accept(pkt, from)
+}
+
+// onMalformed counts (client-wide and, when the header names one, against
+// its zone) and logs, rate-limited, a frame that failed to parse.
+func (p *poller) onMalformed(frame []byte, from ProxyID, err error) {
+	c := p.c
+	n := c.malformed.Add(1)
+	if ok, _ := c.malformedRL.allow(p.now, time.Second); ok {
+		px, _ := c.ProxyOf(from)
+		c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgMalformedPacket,
+			slog.String("proxy", px.String()), slog.String("error", err.Error()), slog.Uint64("count", n))
+	}
+	if seq, ok := wire.PeekResponseSeq(frame); ok {
+		if z := c.zoneOfSeq(seq); z != nil {
+			z.stats.malformed.Add(1)
+		}
+	}
+}
+
+// NextDeadline returns the earliest pending timer over all zones, so that
+// a caller (or Driver) can sleep until then when no packet is expected.
+func (c *Client) NextDeadline() (time.Time, bool) {
+	var best time.Time
+	found := false
+	for _, z := range *c.zoneByIdx.Load() {
+		if t, ok := z.wheel.NextDeadline(); ok && (!found || t.Before(best)) {
+			best, found = t, true
+		}
+	}
+	return best, found
+}

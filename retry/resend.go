@@ -1,0 +1,210 @@
+package retry
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/readretry/readretry/wire"
+)
+
+// onFire handles one timer of the zone being advanced: a segment (or a
+// plain request's wait) that ended without the answer it waited for.
+func (p *poller) onFire(id uint64) {
+	z := p.zone
+	f, ok := p.flight(z, z.idx<<counterBits|id&counterMask)
+	if !ok {
+		return // the request ended before its first timer's handle was known
+	}
+	m := f.m
+	if m.gen != uint16(id>>counterBits) || m.done {
+		return // a stale timer: the context has re-armed or ended since
+	}
+	atomic.StoreUint64(&m.timer, 0)
+	switch {
+	case m.deadline > p.now:
+		// The segment was extended by an accepted packet after this timer
+		// was set (complex reads re-arm lazily): wait on.
+		f.arm()
+	case m.kind == kindPlain:
+		z.stats.waitTimeouts.Add(1)
+		f.finish(ResultWaitRspTimeout)
+	case m.retries >= m.max:
+		f.exhaust(ResultReadRetryTimeout)
+	default:
+		z.stats.retriesTimeout.Add(1)
+		f.resend(m.deadline)
+	}
+}
+
+// resend sends the next attempt of a read (SPEC R6, R8, R10, R11): the
+// whole request for a simple read, the unanswered keys of a batch, the rest
+// of an index stream from the next position wanted, each rebuilt from the
+// packed original. base is when the next segment starts: the end of the
+// last one for a timeout, now for an error code. A retry is used even if no
+// proxy is available to take it.
+func (f *flight) resend(base int64) {
+	m := f.m
+	m.retries++
+	r, n := int(m.retries), int(m.max)
+	budget := m.budget()
+	if m.kind == kindSimple {
+		m.deadline = base + int64(segmentEnd(budget, n, r+1)-segmentEnd(budget, n, r))
+	} else {
+		m.deadline = base + int64(r+1)*int64(segmentUnit(budget, n))
+	}
+	frame, records, err := f.rebuild(uint16(r))
+	if err != nil {
+		if errors.Is(err, wire.ErrPosition) || errors.Is(err, wire.ErrNothingMissing) {
+			// Nothing is left to ask for (onComplex normally ends such a
+			// request at its last record): it is complete.
+			f.finish(ResultOK)
+			return
+		}
+		// The original was checked when it was packed: not reached.
+		f.exhaust(ResultReadRetryTimeout)
+		return
+	}
+	f.c.poll.sendBuf = frame[:0]
+	f.sendAttempt(frame, records)
+	f.arm()
+}
+
+// rebuild writes the next attempt's frame into the poller's send buffer
+// and returns it with the number of records it asks for again.
+func (f *flight) rebuild(attempt uint16) (frame []byte, records int, err error) {
+	buf, orig := f.c.poll.sendBuf[:0], f.ref.Frame()
+	switch f.m.kind {
+	case kindBatch:
+		return wire.AppendPartialBatch(buf, orig, f.batchBits(), attempt)
+	case kindIndex:
+		frame, err = wire.AppendResume(buf, orig, f.indexNext(), attempt)
+	default:
+		frame, err = wire.AppendResend(buf, orig, attempt)
+	}
+	return frame, 1, err
+}
+
+// sendAttempt sends a re-sent frame to the proxy SPEC R13 chooses, moving on
+// at once from a proxy whose Send fails, and records the proxy.
+func (f *flight) sendAttempt(frame []byte, records int) {
+	z := f.z
+	var skip proxySet
+	for {
+		id, ok := f.c.choose(z, f.scratch(), int(f.m.ntried), &skip)
+		if !ok {
+			z.stats.retriesNoProxy.Add(1)
+			return
+		}
+		if err := f.c.tr.Send(id, frame); err != nil {
+			z.stats.sendFailures.Add(1)
+			skip.add(id)
+			continue
+		}
+		f.addTried(id)
+		z.stats.recordsResent.Add(uint64(records))
+		return
+	}
+}
+
+// proxySet is a small set of proxies a caller skips (those whose Send just
+// failed). Its size bounds how many send failures one choice tolerates.
+type proxySet struct {
+	ids [64]ProxyID
+	n   int
+}
+
+func (s *proxySet) add(id ProxyID) {
+	if s.n < len(s.ids) {
+		s.ids[s.n] = id
+		s.n++
+	}
+}
+
+func (s *proxySet) has(id ProxyID) bool {
+	for _, x := range s.ids[:s.n] {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *proxySet) full() bool { return s.n == len(s.ids) }
+
+// choose picks the proxy for the next attempt of a request whose first
+// ntried attempts went to the proxies in tried (SPEC R13): an available
+// proxy on a host not tried yet; else an untried port on a tried host;
+// else, every available proxy having been tried, the least recently tried
+// one. Among equals it takes the next in round-robin order from the zone's
+// counter. Unavailable proxies and those in skip are passed over; ok is
+// false if none is left. It allocates nothing: routes are short, and a
+// request has at most nine attempts.
+func (c *Client) choose(z *zone, tried ctxScratch, ntried int, skip *proxySet) (ProxyID, bool) {
+	if skip.full() {
+		return 0, false
+	}
+	rt := z.route.Load()
+	n := len(rt.ids)
+	if n == 0 {
+		return 0, false
+	}
+	infos := *c.proxies.Load()
+	start := int((z.rr.Add(1) - 1) % uint32(n))
+	best, bestRank, bestLast := -1, 3, maxAttempts+1
+	for k := range n {
+		i := start + k
+		if i >= n {
+			i -= n
+		}
+		id := rt.ids[i]
+		if skip.has(id) || !c.tr.Available(id) {
+			continue
+		}
+		// rank 0: untried host; 1: untried port on a tried host; 2: tried.
+		rank, last := 0, -1
+		for j := range ntried {
+			t := tried.tried(j)
+			if t == id {
+				rank, last = 2, j
+			} else if rank == 0 && int(t) < len(infos) && infos[t].host == rt.hosts[i] {
+				rank = 1
+			}
+		}
+		if rank < bestRank || (rank == 2 && bestRank == 2 && last < bestLast) {
+			best, bestRank, bestLast = i, rank, last
+			if rank == 0 {
+				break
+			}
+		}
+	}
+	if best < 0 {
+		return 0, false
+	}
+	return rt.ids[best], true
+}
+
+// scheduleOrphans schedules the timers that could not be scheduled when
+// their contexts were armed (the wheel at capacity), oldest first.
+func (c *Client) scheduleOrphans() {
+	c.orphanMu.Lock()
+	defer c.orphanMu.Unlock()
+	kept := c.orphans[:0]
+	for i, o := range c.orphans {
+		f, ok := c.poll.flight(o.z, o.seq)
+		if !ok || f.m.done || atomic.LoadUint64(&f.m.timer) != 0 {
+			continue
+		}
+		f.m.gen++
+		h, err := o.z.wheel.Schedule(c.at(f.m.deadline), timerID(o.seq, f.m.gen))
+		if err != nil {
+			// The wheel is still full: keep this and the rest for a later
+			// poll rather than walk them all on every call.
+			kept = append(kept, c.orphans[i:]...)
+			break
+		}
+		atomic.StoreUint64(&f.m.timer, uint64(h))
+	}
+	clear(c.orphans[len(kept):])
+	c.orphans = kept
+	c.orphanN.Store(int32(len(kept)))
+}

@@ -1,0 +1,237 @@
+package retry
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/readretry/readretry/ctxtable"
+	"github.com/readretry/readretry/wire"
+	"github.com/valyala/bytebufferpool"
+)
+
+// Send packs req, sends it to a proxy of the zone and returns at once with
+// the request's sequence number; every answer, or the timeout, comes back
+// through RecvResponse with that sequence number, req.AsyncID and a copy of
+// req.UserBuffer. If the request is a read that read retry covers (SPEC
+// R3: its class has a budget, the zone's configuration lists the command,
+// MaxRetries > 0) and the zone is under its cap (SPEC R2), a context keeps
+// the packed request so that the engine can re-send it; otherwise the
+// request waits Config.WaitTimeout for its answer and is never re-sent.
+// A proxy whose Send fails is skipped at once for the next one.
+//
+// Errors (nothing kept, nothing sent): ErrClosed; ErrUnknownZone;
+// ErrBadRequest wrapping the wire error for a command the codec does not
+// carry (SQL and the like), a bad key count or an oversize frame;
+// ErrNoProxy when no proxy is available; ErrTooManyRequests when the zone
+// tracks its maximum of requests.
+func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
+	tok := c.closeMu.RLock()
+	defer c.closeMu.RUnlock(tok)
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	z := c.zoneOf(zone)
+	if z == nil {
+		return 0, ErrUnknownZone
+	}
+	m, err := c.classify(z, req)
+	if err != nil {
+		return 0, err
+	}
+	// The meta stays on this stack until Insert copies it: a flight field
+	// pointing at it would make it escape (flight's pointers leak as one).
+	f := flight{c: c, z: z, seq: z.nextSeq()}
+	pool := framePool(req)
+	bb := pool.Get()
+	defer pool.Put(bb)
+	bb.B, err = pack(bb.B[:0], wire.RequestHeader{
+		Command: req.Command, Seq: f.seq, AsyncID: req.AsyncID, AppID: zone.AppID, ZoneID: zone.ZoneID, Table: req.Table,
+	}, req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	f.now = c.now()
+	f.admit(&m)
+	return f.sendFirst(&m, bb.B, req)
+}
+
+// classify decides a request's kind (SPEC R3, R4): a read with read retry
+// if its class has a budget and the zone's configuration lists its command,
+// else plain. It returns the meta with the budget and MaxRetries the
+// request keeps (SPEC R1, R5); the cap is checked later (admit).
+func (c *Client) classify(z *zone, req *Request) (ctxMeta, error) {
+	m := ctxMeta{asyncID: req.AsyncID, cmd: uint8(req.Command)}
+	switch req.Command.Body() {
+	case wire.BodyUnknown:
+		return m, fmt.Errorf("%w: %w: %v", ErrBadRequest, wire.ErrUnknownCommand, req.Command)
+	case wire.BodyKeyValue:
+		return m, nil // kindPlain
+	case wire.BodyBatch:
+		m.kind = kindBatch
+	case wire.BodyIndex:
+		m.kind = kindIndex
+	default:
+		m.kind = kindSimple
+	}
+	budget := c.complexBudget.Load()
+	if m.kind == kindSimple {
+		budget = c.simpleBudget.Load()
+	}
+	conf := z.conf.Load()
+	if budget > 0 && conf != nil && conf.Enabled() && conf.HasCmd(uint32(req.Command)) {
+		m.budgetUs = uint32(budget / int64(time.Microsecond))
+		m.max = uint8(conf.MaxRetries)
+	} else {
+		m.kind = kindPlain
+	}
+	return m, nil
+}
+
+// admit takes a unit of the zone's context cap for a read with read retry
+// (SPEC R2); at the cap the read goes out plain, counted and logged
+// (rate-limited). It then sets the first deadline: the first segment's end
+// for a simple read (SPEC R6), the first wait x for a complex read (SPEC
+// R10), Config.WaitTimeout for a plain request.
+func (f *flight) admit(m *ctxMeta) {
+	c, z := f.c, f.z
+	m.firstMs = uint32(f.now / int64(time.Millisecond))
+	if m.kind != kindPlain && !z.stats.reserveContext(z.maxContexts(c.maxContexts.Load())) {
+		m.kind, m.budgetUs, m.max = kindPlain, 0, 0
+		z.stats.capHits.Add(1)
+		if ok, held := z.capLog.allow(f.now, time.Second); ok {
+			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgReachMaxContext, z.attrs(
+				slog.Int64("max_context_count", c.maxContexts.Load()), slog.Uint64("hits", held+1))...)
+		}
+	}
+	switch m.kind {
+	case kindPlain:
+		m.deadline = f.now + int64(c.waitTimeout)
+	case kindSimple:
+		m.deadline = f.now + int64(segmentEnd(m.budget(), int(m.max), 1))
+	default:
+		m.deadline = f.now + int64(segmentUnit(m.budget(), int(m.max)))
+	}
+}
+
+// sendFirst stores the context (meta m, frame, user buffer) and sends the
+// first attempt, moving on to the next proxy at once when the transport
+// refuses one (SPEC R13). Until the frame is out nothing else can reach the
+// context (no answer can come, no timer exists), so a failed send takes it
+// back untouched.
+func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request) (uint64, error) {
+	c, z := f.c, f.z
+	stored := frame // a plain request is never rebuilt: it keeps only its user buffer
+	if m.kind == kindPlain {
+		stored = nil
+	}
+	var skip proxySet
+	for {
+		p, ok := c.choose(z, nil, 0, &skip)
+		if !ok {
+			f.releaseReservation(m.kind)
+			return 0, ErrNoProxy
+		}
+		ref, err := z.table.Insert(f.seq, *m, stored, req.UserBuffer, scratchSize(m.kind, m.max, len(req.Keys)))
+		if err != nil {
+			f.releaseReservation(m.kind)
+			if errors.Is(err, ctxtable.ErrFull) {
+				return 0, ErrTooManyRequests
+			}
+			return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		f.ref, f.m = ref, ref.Meta()
+		f.initScratch(p, req)
+		if err := c.tr.Send(p, frame); err != nil {
+			z.table.Delete(f.seq)
+			f.ref, f.m = ctxtable.Ref[ctxMeta]{}, nil
+			z.stats.sendFailures.Add(1)
+			skip.add(p)
+			continue
+		}
+		z.stats.countSent(wire.Command(m.cmd), m.kind)
+		// From here the poller may own the context (an answer may already be
+		// in); the sender only publishes the first timer's handle, with a CAS
+		// that loses to any handle the poller stored.
+		h, err := z.wheel.Schedule(c.at(m.deadline), timerID(f.seq, 0))
+		if err != nil {
+			c.addOrphan(z, f.seq)
+		} else {
+			atomic.CompareAndSwapUint64(&ref.Meta().timer, 0, uint64(h))
+		}
+		return f.seq, nil
+	}
+}
+
+// initScratch writes the first attempt's proxy and the kind's starting
+// progress into a context just inserted (its scratch is zeroed).
+func (f *flight) initScratch(first ProxyID, req *Request) {
+	f.m.ntried = 0
+	f.addTried(first)
+	switch f.m.kind {
+	case kindBatch:
+		binary.LittleEndian.PutUint32(f.state()[4:], uint32(len(req.Keys)))
+	case kindIndex:
+		f.setIndexNext(req.Position)
+	}
+}
+
+// releaseReservation gives back the cap unit a failed Send reserved for a
+// request of kind.
+func (f *flight) releaseReservation(kind uint8) {
+	if kind != kindPlain {
+		f.z.stats.contexts.Add(-1)
+	}
+}
+
+// addOrphan queues a context whose timer could not be scheduled (the wheel
+// at capacity); the poller schedules it when there is room.
+func (c *Client) addOrphan(z *zone, seq uint64) {
+	c.orphanMu.Lock()
+	c.orphans = append(c.orphans, orphan{z, seq})
+	c.orphanN.Store(int32(len(c.orphans)))
+	c.orphanMu.Unlock()
+}
+
+// framePools hold the buffers Send packs frames into, one pool per size
+// class. bytebufferpool drops buffers above the 95th percentile of the sizes
+// it sees, so a single pool fed mostly simple reads would allocate afresh for
+// every large batch frame; a pool per class calibrates to its own sizes.
+var framePools [4]bytebufferpool.Pool
+
+// framePool returns the pool for req's frame size: up to 256 B, 4 KiB,
+// 64 KiB, or larger (estimated from the keys and values, not packed).
+func framePool(req *Request) *bytebufferpool.Pool {
+	n := wire.RequestHeaderSize + len(req.Table) + 16 + len(req.Key) + len(req.Value)
+	for _, k := range req.Keys {
+		n += 8 + len(k)
+	}
+	switch {
+	case n <= 256:
+		return &framePools[0]
+	case n <= 4<<10:
+		return &framePools[1]
+	case n <= 64<<10:
+		return &framePools[2]
+	}
+	return &framePools[3]
+}
+
+// pack appends req's frame to dst.
+func pack(dst []byte, h wire.RequestHeader, req *Request) ([]byte, error) {
+	switch h.Command.Body() {
+	case wire.BodyKey:
+		return wire.AppendKeyRequest(dst, h, req.Key)
+	case wire.BodyBatch:
+		return wire.AppendBatchRequest(dst, h, req.Keys)
+	case wire.BodyIndex:
+		return wire.AppendIndexRequest(dst, h, req.Key, req.Position, req.Limit)
+	case wire.BodyKeyValue:
+		return wire.AppendWriteRequest(dst, h, req.Key, req.Value)
+	}
+	return dst, wire.ErrUnknownCommand
+}
