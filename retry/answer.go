@@ -1,6 +1,10 @@
 package retry
 
-import "github.com/readretry/readretry/wire"
+import (
+	"time"
+
+	"github.com/readretry/readretry/wire"
+)
 
 // accept handles one parsed packet for the request and reports whether it
 // filled the caller's response. Packets of a request that has its final
@@ -8,7 +12,7 @@ import "github.com/readretry/readretry/wire"
 // carrying another async ID, are stray (SPEC §6). Both are dropped and
 // counted.
 func (f *flight) accept(pkt wire.Response, from ProxyID) bool {
-	if f.m.done {
+	if f.m.done() {
 		f.z.stats.duplicates.Add(1)
 		return false
 	}
@@ -37,17 +41,19 @@ func (f *flight) respond(pkt wire.Response, result int32, haveMore bool, keep []
 	}
 	f.delivered(!haveMore)
 	if !haveMore {
-		m.done = true
+		m.flags |= flagDone
 		f.cancelTimer()
 	}
 }
 
 // onPlain delivers a packet of a request without read retry as it is; the
-// wait restarts at each packet of a multi-packet answer. Such a request has
-// one attempt whose packets come in order on one connection, so a packet
-// whose index is below the next one expected is a network duplicate:
-// dropped and counted (SPEC R12). A gap (a lost packet) cannot be repaired
-// without read retry; later packets are still delivered.
+// wait restarts at each packet of a multi-packet answer, but never beyond
+// the request's overall cap (plainCap): a proxy that keeps announcing more
+// packets cannot keep it open for ever. Such a request has one attempt whose
+// packets come in order on one connection, so a packet whose index is below
+// the next one expected is a network duplicate: dropped and counted (SPEC
+// R12). A gap (a lost packet) cannot be repaired without read retry; later
+// packets are still delivered.
 func (f *flight) onPlain(pkt wire.Response) bool {
 	if pkt.Packet() < f.plainNext() {
 		f.z.stats.duplicates.Add(1)
@@ -56,42 +62,61 @@ func (f *flight) onPlain(pkt wire.Response) bool {
 	f.setPlainNext(pkt.Packet() + 1)
 	more := pkt.HaveMore()
 	if more {
-		f.m.deadline = f.now + int64(f.c.waitTimeout)
+		f.m.deadline = min(f.now+int64(f.c.waitTimeout), f.plainEnd())
 	}
 	f.respond(pkt, pkt.Result(), more, nil, pkt.RecordCount())
 	return true
 }
 
-// onRetryCode applies SPEC R8 to an answer's result: a code in the zone's
-// error list with retries left re-sends at once, starting the next segment
-// now, and reports true (the answer is not delivered). With none left the
-// answer is to be delivered as it is, and the read counts and logs as
-// exhausted. Any other result reports false.
-func (f *flight) onRetryCode(res int32) bool {
-	if res == ResultOK {
+// plainEnd is when a request without read retry ends at the latest,
+// however many packets its proxy announces (Config.MaxWaitTotal after it
+// was sent; ns since the epoch, ms resolution).
+func (f *flight) plainEnd() int64 {
+	elapsed := int64(uint32(f.now/int64(time.Millisecond))-f.m.firstMs) * int64(time.Millisecond)
+	return f.now - elapsed + int64(f.c.maxWaitTotal)
+}
+
+// onRetryCode applies SPEC R8 to an answer carrying a listed error code: a
+// re-send at once, starting the next segment now, while the request may
+// still re-send (reported true: the answer is not delivered); else the
+// answer is held (hold.go) until a good answer, the budget's end, or every
+// attempt having answered, whichever comes first — R7 wins over R8.
+func (f *flight) onRetryCode(pkt wire.Response) {
+	if f.tryResend() {
+		return
+	}
+	f.holdPacket(pkt)
+	if f.allAnswered() {
+		f.settle()
+	}
+}
+
+// tryResend re-sends an attempt at once after an error answer (SPEC R8,
+// R8b) if the request may, counting it as an error-code retry, and reports
+// whether it did.
+func (f *flight) tryResend() bool {
+	if !f.mayResend() || !f.grantRetry() {
 		return false
 	}
-	if conf := f.z.conf.Load(); conf == nil || !conf.IsRetryCode(res) {
-		return false
+	f.z.stats.retriesCode.Add(1)
+	f.cancelTimer()
+	f.resend(f.now)
+	if !f.m.done() {
+		f.arm()
 	}
-	if f.m.retries < f.m.max {
-		f.z.stats.retriesCode.Add(1)
-		f.cancelTimer()
-		f.resend(f.now)
-		return true
-	}
-	f.z.stats.exhausted.Add(1)
-	f.logExhausted(res)
-	return false
+	return true
 }
 
 // onSimple handles an answer to a simple read with read retry: the first
 // good answer from any attempt is delivered (SPEC R7); a listed error code
-// re-sends at once while retries remain (SPEC R8), and is delivered as it
-// is when none remain.
+// re-sends at once while the request may, and is held otherwise (SPEC R8).
+// Any other result is the store's answer (not found, say) and is delivered
+// as it is.
 func (f *flight) onSimple(pkt wire.Response) bool {
+	f.markAnswered(pkt.Attempt())
 	res := pkt.Result()
-	if f.onRetryCode(res) {
+	if f.isRetryCode(res) {
+		f.onRetryCode(pkt)
 		return false
 	}
 	f.respond(pkt, res, false, nil, pkt.RecordCount())
@@ -103,13 +128,17 @@ func (f *flight) onSimple(pkt wire.Response) bool {
 // answered, positions next in stream order — and the wait for the next
 // packet restarts at (retries+1)·x. The request is complete when every key
 // is answered, or when a last packet ends the stream right where the
-// accepted records end.
+// accepted records end. Records with a listed error code count as not
+// answered while the request may re-send (SPEC R8b).
 func (f *flight) onComplex(pkt wire.Response) bool {
-	p := &f.c.poll
 	res := pkt.Result()
-	keep := p.keepFor(pkt.RecordCount())
+	if !pkt.HaveMore() || res != ResultOK {
+		f.markAnswered(pkt.Attempt()) // this attempt's stream has ended
+	}
+	keep := f.c.poll.keepFor(pkt.RecordCount())
 	if res != ResultOK {
-		if f.onRetryCode(res) {
+		if f.isRetryCode(res) {
+			f.onRetryCode(pkt)
 			return false
 		}
 		// Any other error ends the request: the caller has had the records
@@ -118,77 +147,99 @@ func (f *flight) onComplex(pkt wire.Response) bool {
 		f.respond(pkt, res, false, keep, 0)
 		return true
 	}
-	var fresh int
+	var fresh, failed int
 	var complete bool
 	if f.m.kind == kindBatch {
-		fresh, complete = f.acceptBatch(pkt, keep)
+		fresh, failed, complete = f.acceptBatch(pkt, keep)
 	} else {
-		fresh, complete = f.acceptIndex(pkt, keep)
+		fresh, failed, complete = f.acceptIndex(pkt, keep)
 	}
-	if fresh == 0 && !complete {
-		return false
-	}
-	if !complete {
+	if fresh > 0 && !complete {
 		// Lazy re-arm: the pending timer fires at the old deadline and
 		// waits on to this one (onFire), sparing a Cancel+Schedule per packet.
 		f.m.deadline = f.now + int64(f.m.retries+1)*int64(segmentUnit(f.m.budget(), int(f.m.max)))
+	}
+	switch {
+	case complete:
+	case failed > 0 && !pkt.HaveMore() && f.tryResend():
+		// SPEC R8b: the attempt ended with records that failed; they go out
+		// again at once, like a whole answer with a listed code.
+	case f.m.flags&flagHeld != 0 && f.allAnswered():
+		f.settle() // nothing else can answer the held records (SPEC R8)
+	}
+	if fresh == 0 && !complete {
+		return false
 	}
 	f.respond(pkt, ResultOK, !complete, keep, fresh)
 	return true
 }
 
 // acceptBatch marks in keep the records of a batch packet that answer a key
-// for the first time, sets their bits, and returns how many and whether
+// for the first time, sets their bits, and returns how many, how many
+// failed with a listed code and stay unanswered (SPEC R8b; each is held,
+// hold.go, in case no attempt ever answers its key well), and whether
 // every key is now answered. Records naming a key index the request never
 // had are stray; repeats are duplicates (SPEC R11, R12).
-func (f *flight) acceptBatch(pkt wire.Response, keep []bool) (fresh int, complete bool) {
+func (f *flight) acceptBatch(pkt wire.Response, keep []bool) (fresh, failed int, complete bool) {
 	bits, nkeys := f.batchBits(), f.batchKeys()
 	foreign := 0
 	it := pkt.Records()
 	for i := range keep {
 		rec, _ := it.Next()
-		if rec.Tag >= uint64(nkeys) {
-			keep[i] = false
+		keep[i] = false
+		switch {
+		case rec.Tag >= uint64(nkeys):
 			foreign++
-			continue
-		}
-		keep[i] = bits.Set(uint32(rec.Tag))
-		if keep[i] {
+		case bits.Has(uint32(rec.Tag)):
+		case f.isRetryCode(rec.Result):
+			f.holdRecord(pkt, rec)
+			failed++
+		default:
+			keep[i] = bits.Set(uint32(rec.Tag))
 			fresh++
 		}
 	}
 	if foreign > 0 {
 		f.z.stats.stray.Add(uint64(foreign))
 	}
-	f.countDropped(pkt.RecordCount() - fresh - foreign)
+	f.countDropped(pkt.RecordCount() - fresh - failed - foreign)
 	answered := f.batchAnswered() + uint32(fresh)
 	f.setBatchAnswered(answered)
-	return fresh, answered == nkeys
+	return fresh, failed, answered == nkeys
 }
 
 // acceptIndex marks in keep the records of an index packet that continue
-// the stream in order from the next position wanted, and returns how many
-// and whether the stream is complete: a last packet ends it right where the
-// accepted records end, or the request's limit is reached (the last packet
-// may be lost once every record is in). A record past a gap (a lost packet)
-// is not accepted: the resume will fetch it again (SPEC R11).
-func (f *flight) acceptIndex(pkt wire.Response, keep []bool) (fresh int, complete bool) {
-	next, gap := f.indexNext(), false
+// the stream in order from the next position wanted, and returns how many,
+// whether the run stopped at a record with a listed code (SPEC R8b: the
+// resume starts at its position, while the request may re-send; after
+// that it is delivered as it is), and whether the stream is complete: a
+// last packet ends it right where the accepted records end, or the
+// request's limit is reached (the last packet may be lost once every
+// record is in). A record past a gap (a lost packet) is not accepted: the
+// resume will fetch it again (SPEC R11).
+func (f *flight) acceptIndex(pkt wire.Response, keep []bool) (fresh, failed int, complete bool) {
+	next, stop := f.indexNext(), false
+	retryable := f.mayResend()
 	it := pkt.Records()
 	for i := range keep {
 		rec, _ := it.Next()
-		keep[i] = !gap && rec.Tag == next
-		if keep[i] {
+		keep[i] = false
+		switch {
+		case stop || rec.Tag < next:
+		case rec.Tag > next:
+			stop = true // a lost packet before this record
+		case retryable && f.isRetryCode(rec.Result):
+			stop, failed = true, 1
+		default:
+			keep[i] = true
 			next++
 			fresh++
-		} else if rec.Tag > next {
-			gap = true
 		}
 	}
 	f.setIndexNext(next)
-	f.countDropped(pkt.RecordCount() - fresh)
-	complete = !gap && (!pkt.HaveMore() && pkt.Cursor() == next || limitReached(f.ref.Frame(), next))
-	return fresh, complete
+	f.countDropped(pkt.RecordCount() - fresh - failed)
+	complete = !stop && (!pkt.HaveMore() && pkt.Cursor() == next || limitReached(f.ref.Frame(), next))
+	return fresh, failed, complete
 }
 
 // countDropped counts records dropped as already delivered.

@@ -28,6 +28,10 @@ const (
 	DefaultWaitTimeout = 5 * time.Second
 	// DefaultMaxWaiting is Config.MaxWaitingPerZone's default.
 	DefaultMaxWaiting = 500_000
+	// DefaultMaxWaitRounds is Config.MaxWaitTotal's default in units of
+	// WaitTimeout: a request without read retry is open at most 16 wait
+	// timeouts, however many packets its proxy announces.
+	DefaultMaxWaitRounds = 16
 	// MaxZones is the number of zones one Client can serve: the zone's
 	// number travels in the top bits of every sequence number.
 	MaxZones = 1<<(64-counterBits) - 1
@@ -55,8 +59,16 @@ type Config struct {
 	// WaitTimeout is how long a request without a read retry context (a
 	// write, a read with retry off, a read over the cap) waits for its final
 	// packet before it ends with ResultWaitRspTimeout. For a multi-packet
-	// answer the wait restarts at each packet. 0 means DefaultWaitTimeout.
+	// answer the wait restarts at each packet, up to MaxWaitTotal. 0 means
+	// DefaultWaitTimeout.
 	WaitTimeout time.Duration
+	// MaxWaitTotal caps the life of a request without a read retry context:
+	// however many packets its proxy sends with "more follow", it ends with
+	// ResultWaitRspTimeout this long after Send (ms resolution), so a
+	// misbehaving proxy cannot keep it, its user buffer and its caller
+	// waiting for ever. 0 means DefaultMaxWaitRounds × WaitTimeout; it is
+	// raised to WaitTimeout if below.
+	MaxWaitTotal time.Duration
 	// MaxWaitingPerZone bounds the requests without a context a zone tracks
 	// at once (each keeps its user buffer and a small header); beyond it Send
 	// returns ErrTooManyRequests. 0 means DefaultMaxWaiting.
@@ -100,14 +112,15 @@ type Request struct {
 // returns stays valid only until the next call). A Client must be made with
 // New.
 type Client struct {
-	tr          Transport
-	log         *slog.Logger
-	clock       func() time.Time
-	epoch       time.Time
-	tick        time.Duration
-	shards      int
-	waitTimeout time.Duration
-	maxWaiting  int
+	tr           Transport
+	log          *slog.Logger
+	clock        func() time.Time
+	epoch        time.Time
+	tick         time.Duration
+	shards       int
+	waitTimeout  time.Duration
+	maxWaitTotal time.Duration
+	maxWaiting   int
 
 	// closeMu lets Close wait for Sends under way: each Send holds it for
 	// reading (reader-biased, so senders on many cores do not contend) and
@@ -131,9 +144,12 @@ type Client struct {
 	orphans  []orphan
 	orphanN  atomic.Int32
 
+	// Client-wide counters (SPEC R17): frames that name no zone, frames that
+	// do not parse (ClientStats).
 	malformed   atomic.Uint64
-	unknownSeq  atomic.Uint64
+	unknownZone atomic.Uint64
 	malformedRL rateLimit
+	unknownRL   rateLimit
 
 	pollMu sync.Mutex
 	poll   poller
@@ -153,8 +169,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Transport == nil {
 		return nil, fmt.Errorf("%w: Config.Transport is nil", ErrInvalidConfig)
 	}
-	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 {
-		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitingPerZone or Shards", ErrInvalidConfig)
+	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitTotal < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 {
+		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitTotal, MaxWaitingPerZone or Shards", ErrInvalidConfig)
 	}
 	c := &Client{
 		tr:          cfg.Transport,
@@ -180,6 +196,11 @@ func New(cfg Config) (*Client, error) {
 	if c.waitTimeout == 0 {
 		c.waitTimeout = DefaultWaitTimeout
 	}
+	c.maxWaitTotal = cfg.MaxWaitTotal
+	if c.maxWaitTotal == 0 {
+		c.maxWaitTotal = DefaultMaxWaitRounds * c.waitTimeout
+	}
+	c.maxWaitTotal = max(c.maxWaitTotal, c.waitTimeout)
 	if c.maxWaiting == 0 {
 		c.maxWaiting = DefaultMaxWaiting
 	}
@@ -259,6 +280,25 @@ func (c *Client) Stats(zone Zone) (Stats, error) {
 		return Stats{}, ErrUnknownZone
 	}
 	return z.stats.snapshot(), nil
+}
+
+// ClientStats are the Client's counters that belong to no zone (SPEC R17),
+// each read with an atomic load, counted since New.
+type ClientStats struct {
+	// UnknownZoneFrames counts response frames whose sequence number names
+	// no zone of this client (a proxy's bug, or a packet meant for another
+	// client). Logged as MsgUnknownSeq, rate-limited.
+	UnknownZoneFrames uint64
+	// MalformedFrames counts response frames that failed to parse, in every
+	// zone (each is also counted in its zone's MalformedPackets when its
+	// header names one). Logged as MsgMalformedPacket, rate-limited.
+	MalformedFrames uint64
+}
+
+// ClientStats returns the client-wide counters (SPEC R17); Stats gives a
+// zone's.
+func (c *Client) ClientStats() ClientStats {
+	return ClientStats{UnknownZoneFrames: c.unknownZone.Load(), MalformedFrames: c.malformed.Load()}
 }
 
 // InFlight returns how many requests a zone tracks now (with and without a

@@ -18,6 +18,13 @@ const (
 	// MaxMaxRetries is the largest ReadRetryMaxCnt; larger values are clamped
 	// to it with a warning.
 	MaxMaxRetries = 8
+	// MaxErrorCodes is the longest ReadRetryErrorCode list a conf://
+	// element may carry; a longer one is malformed (logged, the zone keeps
+	// its configuration; SPEC R5). Real configurations list one or two
+	// codes. The bound keeps parsing linear, and every request keeps its
+	// own copy of the list (4 bytes a code, SPEC R15), checked by a scan
+	// that is therefore bounded: membership is O(1).
+	MaxErrorCodes = 16
 	// ResultProxySwiftTimeout is PROXY_ERR_SWIFT_TIMEOUT (-7953), the default
 	// ReadRetryErrorCode: the proxy timed out talking to the storage layer.
 	ResultProxySwiftTimeout int32 = -7953
@@ -39,7 +46,8 @@ type Conf struct {
 	// commands of SPEC R4, in the order given, without duplicates.
 	Cmds []uint32
 	// ErrorCodes are the result codes that trigger an immediate re-send
-	// (SPEC R8).
+	// (SPEC R8), and that mark a batch record as not answered (SPEC R8b):
+	// at most MaxErrorCodes, without duplicates.
 	ErrorCodes []int32
 	// MaxRetries is the number of re-sends per request, not counting the
 	// first send: 0..MaxMaxRetries; 0 turns retry off for the zone.
@@ -63,7 +71,8 @@ func (c Conf) Enabled() bool { return c.MaxRetries > 0 && len(c.Cmds) > 0 }
 // HasCmd reports whether cmd is in Cmds.
 func (c Conf) HasCmd(cmd uint32) bool { return slices.Contains(c.Cmds, cmd) }
 
-// IsRetryCode reports whether result is in ErrorCodes.
+// IsRetryCode reports whether result is in ErrorCodes (at most
+// MaxErrorCodes entries, so the scan is bounded).
 func (c Conf) IsRetryCode(result int32) bool { return slices.Contains(c.ErrorCodes, result) }
 
 // String renders c in the directory's syntax (a conf:// element), for logs.
@@ -94,25 +103,26 @@ func (c Conf) String() string {
 // its default; unknown keys are ignored; empty pieces (a trailing '&' or '|')
 // are skipped. "ReadRetryCmd=" (empty) or "ReadRetryMaxCnt=0" turn retry off.
 // Commands other than the eight reads are dropped: writes are never retried
-// (SPEC R3). A ReadRetryMaxCnt above 8 is clamped to 8 (Client logs the
-// warning). Errors wrap ErrMalformedConf: no conf:// prefix, a piece without
-// '=', a value that is not a number of the right range, a negative
-// ReadRetryMaxCnt.
+// (SPEC R3). A ReadRetryMaxCnt above 8, however many digits it has, is
+// clamped to 8 (Client logs the warning). Errors wrap ErrMalformedConf: no
+// conf:// prefix, a piece without '=', a value that is not a number of the
+// right range, a negative ReadRetryMaxCnt, more than MaxErrorCodes error
+// codes.
 func ParseConf(element string) (Conf, error) {
 	c, _, err := parseConf(element)
 	return c, err
 }
 
-// parseConf is ParseConf that also returns the ReadRetryMaxCnt given before
-// clamping, so that the client can log the warning SPEC R5 asks for.
-func parseConf(element string) (c Conf, rawMax int, err error) {
+// parseConf is ParseConf that also returns the ReadRetryMaxCnt text when
+// it was clamped to MaxMaxRetries ("" otherwise), so that the client can log
+// the warning SPEC R5 asks for.
+func parseConf(element string) (c Conf, clampedFrom string, err error) {
 	element = strings.TrimSpace(element)
 	body, ok := strings.CutPrefix(element, confPrefix)
 	if !ok {
-		return Conf{}, 0, fmt.Errorf("%w: %q does not start with %s", ErrMalformedConf, element, confPrefix)
+		return Conf{}, "", fmt.Errorf("%w: %q does not start with %s", ErrMalformedConf, element, confPrefix)
 	}
 	c = DefaultConf()
-	rawMax = c.MaxRetries
 	for piece := range strings.SplitSeq(body, "&") {
 		piece = strings.TrimSpace(piece)
 		if piece == "" {
@@ -120,7 +130,7 @@ func parseConf(element string) (c Conf, rawMax int, err error) {
 		}
 		key, val, ok := strings.Cut(piece, "=")
 		if !ok {
-			return Conf{}, 0, fmt.Errorf("%w: %q has no '='", ErrMalformedConf, piece)
+			return Conf{}, "", fmt.Errorf("%w: %q has no '='", ErrMalformedConf, piece)
 		}
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
 		switch key {
@@ -132,36 +142,25 @@ func parseConf(element string) (c Conf, rawMax int, err error) {
 				}
 				v, err := strconv.ParseUint(item, 10, 32)
 				if err != nil {
-					return Conf{}, 0, fmt.Errorf("%w: ReadRetryCmd value %q: %v", ErrMalformedConf, item, err)
+					return Conf{}, "", fmt.Errorf("%w: ReadRetryCmd value %q: %v", ErrMalformedConf, item, err)
 				}
 				if wire.Command(v).IsRead() && !slices.Contains(c.Cmds, uint32(v)) {
 					c.Cmds = append(c.Cmds, uint32(v))
 				}
 			}
 		case "ReadRetryErrorCode":
-			c.ErrorCodes = c.ErrorCodes[:0]
-			for item := range strings.SplitSeq(val, "|") {
-				if item = strings.TrimSpace(item); item == "" {
-					continue
-				}
-				v, err := strconv.ParseInt(item, 10, 32)
-				if err != nil {
-					return Conf{}, 0, fmt.Errorf("%w: ReadRetryErrorCode value %q: %v", ErrMalformedConf, item, err)
-				}
-				if !slices.Contains(c.ErrorCodes, int32(v)) {
-					c.ErrorCodes = append(c.ErrorCodes, int32(v))
-				}
+			if c.ErrorCodes, err = parseErrorCodes(val); err != nil {
+				return Conf{}, "", err
 			}
 		case "ReadRetryMaxCnt":
-			v, err := strconv.ParseInt(val, 10, 32)
-			if err != nil {
-				return Conf{}, 0, fmt.Errorf("%w: ReadRetryMaxCnt value %q: %v", ErrMalformedConf, val, err)
+			var clamped bool
+			if c.MaxRetries, clamped, err = parseMaxRetries(val); err != nil {
+				return Conf{}, "", err
 			}
-			if v < 0 {
-				return Conf{}, 0, fmt.Errorf("%w: ReadRetryMaxCnt %d is negative", ErrMalformedConf, v)
+			clampedFrom = ""
+			if clamped {
+				clampedFrom = val
 			}
-			rawMax = int(v)
-			c.MaxRetries = min(int(v), MaxMaxRetries)
 		}
 	}
 	if len(c.Cmds) == 0 {
@@ -170,7 +169,50 @@ func parseConf(element string) (c Conf, rawMax int, err error) {
 	if len(c.ErrorCodes) == 0 {
 		c.ErrorCodes = nil
 	}
-	return c, rawMax, nil
+	return c, clampedFrom, nil
+}
+
+// parseErrorCodes parses a ReadRetryErrorCode value: int32 codes separated
+// by '|', empty items skipped, duplicates dropped. More than MaxErrorCodes
+// items is an error, found before any quadratic work is done.
+func parseErrorCodes(val string) ([]int32, error) {
+	var codes []int32
+	items := 0
+	for item := range strings.SplitSeq(val, "|") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		if items++; items > MaxErrorCodes {
+			return nil, fmt.Errorf("%w: ReadRetryErrorCode lists more than %d codes", ErrMalformedConf, MaxErrorCodes)
+		}
+		v, err := strconv.ParseInt(item, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%w: ReadRetryErrorCode value %q: %v", ErrMalformedConf, item, err)
+		}
+		if !slices.Contains(codes, int32(v)) {
+			codes = append(codes, int32(v))
+		}
+	}
+	return codes, nil
+}
+
+// parseMaxRetries parses a ReadRetryMaxCnt value: a decimal count, an
+// optional '+' sign; any count above MaxMaxRetries — however many digits,
+// even beyond int64 — is MaxMaxRetries (SPEC R5). Negative or non-numeric
+// values are errors. clamped reports a value above MaxMaxRetries.
+func parseMaxRetries(val string) (n int, clamped bool, err error) {
+	digits := strings.TrimPrefix(val, "+")
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		if d, ok := strings.CutPrefix(val, "-"); ok && d != "" && strings.TrimLeft(d, "0123456789") == "" {
+			return 0, false, fmt.Errorf("%w: ReadRetryMaxCnt %s is negative", ErrMalformedConf, val)
+		}
+		return 0, false, fmt.Errorf("%w: ReadRetryMaxCnt value %q is not a count", ErrMalformedConf, val)
+	}
+	if digits = strings.TrimLeft(digits, "0"); len(digits) > 2 {
+		return MaxMaxRetries, true, nil
+	}
+	v, _ := strconv.Atoi("0" + digits)
+	return min(v, MaxMaxRetries), v > MaxMaxRetries, nil
 }
 
 // ConfFromCollectURLList finds the conf:// element of a CollectUrlList
@@ -184,14 +226,14 @@ func ConfFromCollectURLList(list string) (c Conf, found bool, err error) {
 }
 
 // parsedConf is a CollectUrlList's conf:// element as the client applies
-// it: the configuration, the ReadRetryMaxCnt given before clamping (for the
-// warning of SPEC R5), whether the list had an element, and why it was
+// it: the configuration, the ReadRetryMaxCnt text when it was clamped (for
+// the warning of SPEC R5), whether the list had an element, and why it was
 // malformed.
 type parsedConf struct {
-	conf   Conf
-	rawMax int
-	found  bool
-	err    error
+	conf        Conf
+	clampedFrom string
+	found       bool
+	err         error
 }
 
 func parseConfList(list string) parsedConf {
@@ -210,6 +252,6 @@ func parseConfList(list string) parsedConf {
 	if !found {
 		return parsedConf{}
 	}
-	c, rawMax, err := parseConf(elem)
-	return parsedConf{conf: c, rawMax: rawMax, found: true, err: err}
+	c, clampedFrom, err := parseConf(elem)
+	return parsedConf{conf: c, clampedFrom: clampedFrom, found: true, err: err}
 }

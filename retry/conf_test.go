@@ -13,30 +13,40 @@ func TestParseConf(t *testing.T) {
 	cases := []struct {
 		in      string
 		want    Conf
-		rawMax  int
+		clamped string // the ReadRetryMaxCnt text when clamped
 		wantErr bool
 	}{
 		// R5: the seed's element.
-		{in: "conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=2", want: def, rawMax: 2},
+		{in: "conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=2", want: def},
 		// A present element with every key left out takes the defaults.
-		{in: "conf://", want: def, rawMax: 2},
-		{in: "conf://ReadRetryMaxCnt=3", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 3}, rawMax: 3},
+		{in: "conf://", want: def},
+		{in: "conf://ReadRetryMaxCnt=3", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 3}},
 		// Order kept, duplicates and non-read commands (writes, SQL) dropped.
-		{in: "conf://ReadRetryCmd=23|7|23|1|3|9|999|7", want: Conf{Cmds: []uint32{23, 7}, ErrorCodes: def.ErrorCodes, MaxRetries: 2}, rawMax: 2},
+		{in: "conf://ReadRetryCmd=23|7|23|1|3|9|999|7", want: Conf{Cmds: []uint32{23, 7}, ErrorCodes: def.ErrorCodes, MaxRetries: 2}},
 		// Empty command list or zero retries turn retry off.
-		{in: "conf://ReadRetryCmd=&ReadRetryMaxCnt=2", want: Conf{ErrorCodes: def.ErrorCodes, MaxRetries: 2}, rawMax: 2},
-		{in: "conf://ReadRetryMaxCnt=0", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 0}, rawMax: 0},
+		{in: "conf://ReadRetryCmd=&ReadRetryMaxCnt=2", want: Conf{ErrorCodes: def.ErrorCodes, MaxRetries: 2}},
+		{in: "conf://ReadRetryMaxCnt=0", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 0}},
 		// Clamped to 8.
-		{in: "conf://ReadRetryMaxCnt=20", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 8}, rawMax: 20},
+		{in: "conf://ReadRetryMaxCnt=20", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 8}, clamped: "20"},
 		// Several error codes, an empty list, unknown keys, trailing separators, spaces.
-		{in: "conf://ReadRetryErrorCode=-7953|-1|-7953&Foo=bar&", want: Conf{Cmds: def.Cmds, ErrorCodes: []int32{-7953, -1}, MaxRetries: 2}, rawMax: 2},
-		{in: " conf://ReadRetryErrorCode=&ReadRetryCmd=7| ", want: Conf{Cmds: []uint32{7}, MaxRetries: 2}, rawMax: 2},
+		{in: "conf://ReadRetryErrorCode=-7953|-1|-7953&Foo=bar&", want: Conf{Cmds: def.Cmds, ErrorCodes: []int32{-7953, -1}, MaxRetries: 2}},
+		{in: " conf://ReadRetryErrorCode=&ReadRetryCmd=7| ", want: Conf{Cmds: []uint32{7}, MaxRetries: 2}},
 		// Malformed.
 		{in: "tcp://1.2.3.4:5", wantErr: true},
 		{in: "conf://ReadRetryMaxCnt", wantErr: true},
 		{in: "conf://ReadRetryMaxCnt=-1", wantErr: true},
 		{in: "conf://ReadRetryMaxCnt=two", wantErr: true},
-		{in: "conf://ReadRetryMaxCnt=99999999999", wantErr: true},
+		// Any all-digit count above 8 is clamped, however long (SPEC R5 round 2).
+		{in: "conf://ReadRetryMaxCnt=99999999999", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 8}, clamped: "99999999999"},
+		{in: "conf://ReadRetryMaxCnt=+123456789012345678901234567890", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 8}, clamped: "+123456789012345678901234567890"},
+		{in: "conf://ReadRetryMaxCnt=0009", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 8}, clamped: "0009"},
+		{in: "conf://ReadRetryMaxCnt=08", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 8}},
+		{in: "conf://ReadRetryMaxCnt=-99999999999", wantErr: true},
+		{in: "conf://ReadRetryMaxCnt=1e3", wantErr: true},
+		{in: "conf://ReadRetryMaxCnt=", wantErr: true},
+		// At most MaxErrorCodes error codes (SPEC R5 round 2; issue 17 item 11).
+		{in: "conf://ReadRetryErrorCode=" + strings.Repeat("-1|", MaxErrorCodes-1) + "-2", want: Conf{Cmds: def.Cmds, ErrorCodes: []int32{-1, -2}, MaxRetries: 2}},
+		{in: "conf://ReadRetryErrorCode=" + strings.Repeat("-1|", MaxErrorCodes) + "-2", wantErr: true},
 		{in: "conf://ReadRetryCmd=7|x", wantErr: true},
 		{in: "conf://ReadRetryCmd=-7", wantErr: true},
 		{in: "conf://ReadRetryErrorCode=abc", wantErr: true},
@@ -54,8 +64,8 @@ func TestParseConf(t *testing.T) {
 			t.Errorf("%q: %v", c.in, err)
 			continue
 		}
-		if !reflect.DeepEqual(got, c.want) || raw != c.rawMax {
-			t.Errorf("%q:\n got %+v raw %d\nwant %+v raw %d", c.in, got, raw, c.want, c.rawMax)
+		if !reflect.DeepEqual(got, c.want) || raw != c.clamped {
+			t.Errorf("%q:\n got %+v clamped %q\nwant %+v clamped %q", c.in, got, raw, c.want, c.clamped)
 		}
 		pub, err := ParseConf(c.in)
 		if err != nil || !reflect.DeepEqual(pub, got) {

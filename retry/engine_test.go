@@ -215,8 +215,9 @@ func TestR7HedgedAnswers(t *testing.T) {
 
 // TestR8ErrorCode: an answer with a listed error code and retries left is
 // not delivered; the read is re-sent at once to another proxy and the next
-// segment starts then. With no retry left the answer is delivered as it is,
-// and the exhaustion line is logged.
+// segment starts then. With no retry left the answer is held while another
+// attempt may still answer (SPEC R8 round 2), and delivered as it is when
+// the budget ends, with the exhaustion line logged.
 func TestR8ErrorCode(t *testing.T) {
 	f := newFixture(t, hostProxies("a", "b", "c"), seedConf)
 	start := f.clock.Now()
@@ -243,10 +244,15 @@ func TestR8ErrorCode(t *testing.T) {
 	if !slices.Equal(sends, []time.Duration{1100 * ms}) {
 		t.Fatalf("re-sends at %v, want [1.1s]", sends)
 	}
-	// No retry left: the code is delivered as it is.
+	// No retry left, the third attempt (sent at 1100 ms) still out: the
+	// code is held until segment 3 (3x = 1500 ms from 1100) ends at 2600 ms,
+	// then delivered as it is, not -19219.
 	f.answer(s1[0], retry.ResultProxySwiftTimeout, "")
-	gs := f.poll()
-	if len(gs) != 1 || gs[0].result != retry.ResultProxySwiftTimeout || gs[0].asyncID != 9 || gs[0].user != "ub" || gs[0].more {
+	if gs := f.poll(); len(gs) != 0 {
+		t.Fatalf("held error delivered while an attempt is out: %+v", gs)
+	}
+	gs := f.step(1500*ms, start)
+	if len(gs) != 1 || gs[0].at != 2600*ms || gs[0].result != retry.ResultProxySwiftTimeout || gs[0].asyncID != 9 || gs[0].user != "ub" || gs[0].more {
 		t.Fatalf("last error code: %+v", gs)
 	}
 	if st := f.stats(); st.RetriesErrorCode != 1 || st.RetriesTimeout != 1 || st.Exhausted != 1 {

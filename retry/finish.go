@@ -11,7 +11,7 @@ import (
 // finish ends a request with a result the engine made; it is delivered by
 // a later RecvResponse (one response per call).
 func (f *flight) finish(result int32) {
-	f.m.done = true
+	f.m.flags |= flagDone
 	f.cancelTimer()
 	f.c.poll.finals.push(final{z: f.z, seq: f.seq, result: result})
 }
@@ -47,11 +47,13 @@ func (f *flight) delivered(final bool) {
 	}
 }
 
-// final is a result the engine made, waiting to be delivered.
+// final is a result the engine made, waiting to be delivered: result, or
+// what the request holds (hold.go) when held is set.
 type final struct {
 	z      *zone
 	seq    uint64
 	result int32
+	held   bool
 }
 
 // deliverFinal fills the response with the next made result, if any.
@@ -64,6 +66,12 @@ func (p *poller) deliverFinal() bool {
 		f, ok := p.flight(fin.z, fin.seq)
 		if !ok {
 			continue // dropped by Close
+		}
+		if fin.held {
+			if f.deliverHeld() {
+				return true
+			}
+			continue // it queued its final result
 		}
 		p.rsp = Response{
 			zone: f.z.key, seq: f.seq, asyncID: f.m.asyncID, cmd: wire.Command(f.m.cmd), result: fin.result,
@@ -84,6 +92,9 @@ func (p *poller) drop(z *zone, seq uint64) {
 	f.cancelTimer()
 	if f.m.kind != kindPlain {
 		z.stats.contexts.Add(-1)
+	}
+	if f.m.flags&flagHeld != 0 {
+		p.freeHeld(seq)
 	}
 	z.table.Delete(seq)
 }
@@ -115,10 +126,17 @@ func (q *finalQueue) pop() (final, bool) {
 	q.buf[q.head] = final{}
 	q.head = (q.head + 1) % len(q.buf)
 	q.size--
+	if q.size == 0 && len(q.buf) > maxRetainedFinals {
+		q.buf, q.head = nil, 0
+	}
 	return f, true
 }
 
 func (q *finalQueue) reset() {
-	clear(q.buf)
-	q.head, q.size = 0, 0
+	q.buf, q.head, q.size = nil, 0, 0
 }
+
+// maxRetainedFinals is the most entries an empty finalQueue keeps: a burst
+// of timeouts (every proxy down) grows it, and once drained it shrinks back
+// (SPEC R15: memory follows load).
+const maxRetainedFinals = 1024

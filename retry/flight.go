@@ -2,6 +2,7 @@ package retry
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +27,8 @@ const maxAttempts = 1 + MaxMaxRetries
 // Go pointer, so the context table's slabs stay invisible to the garbage
 // collector (SPEC R15). Everything whose size depends on the request lives
 // in the context's payload next to the packed frame and the user buffer:
-// the scratch bytes (see ctxScratch) hold the proxies tried and the
-// kind's progress.
+// the scratch bytes (see ctxScratch) hold the proxies tried, the error-code
+// list the request was sent with and the kind's progress.
 //
 // Ownership: Send fills the context (meta and scratch) before its first
 // frame is out; from then on only the poller (RecvResponse) touches it,
@@ -37,16 +38,27 @@ type ctxMeta struct {
 	asyncID  uint64
 	timer    uint64 // timerwheel.Handle of the pending timer, 0 if none known; atomic
 	deadline int64  // end of the current segment (or wait), ns since the client's epoch
-	firstMs  uint32 // first send, ms since the epoch (mod 2^32): only for the exhaustion log's cost
+	firstMs  uint32 // first send, ms since the epoch (mod 2^32): the exhaustion log's cost, a plain request's overall cap
 	budgetUs uint32 // the class budget the request was sent with (SPEC R1), µs (MaxBudget fits)
 	gen      uint16 // timer generation: a timer whose id carries another is stale
+	answered uint16 // bit k: attempt k has answered (simple) or ended its stream (complex) (SPEC R8)
 	cmd      uint8  // wire.Command: every command the codec carries is below 256
 	kind     uint8
 	ntried   uint8 // attempts sent: proxies recorded in the scratch
 	retries  uint8 // re-sends used (SPEC R10: only grows)
-	max      uint8 // MaxRetries of the zone's configuration at send time
-	done     bool  // the final result is queued or delivered
+	max      uint8 // MaxRetries of the zone's configuration at send time (SPEC R5)
+	ncodes   uint8 // error codes of the configuration at send time, in the scratch (SPEC R5)
+	flags    uint8 // flagDone, flagHeld, flagNoResend
 }
+
+// ctxMeta.flags.
+const (
+	flagDone     uint8 = 1 << iota // the final result is queued or delivered
+	flagHeld                       // the poller holds an answer for it (SPEC R8, R8b; hold.go)
+	flagNoResend                   // the storm guard refused a re-send: no more are tried (SPEC R19)
+)
+
+func (m *ctxMeta) done() bool { return m.flags&flagDone != 0 }
 
 // budget returns the request's class budget.
 func (m *ctxMeta) budget() time.Duration { return time.Duration(m.budgetUs) * time.Microsecond }
@@ -59,6 +71,7 @@ func timerID(seq uint64, gen uint16) uint64 { return seq&counterMask | uint64(ge
 // laid out as
 //
 //	2 × (1 + max)  the proxy of each attempt in send order (ProxyID, little endian)
+//	4 × ncodes     the zone's error codes when the request was sent (int32, SPEC R5)
 //	then by kind:
 //	  kindBatch    4 keys answered, 4 keys in the request, the bitset of answered keys
 //	  kindIndex    8 the next stream position wanted (SPEC R11)
@@ -70,8 +83,8 @@ func timerID(seq uint64, gen uint16) uint64 { return seq&counterMask | uint64(ge
 type ctxScratch []byte
 
 // scratchSize returns the scratch bytes a request of kind needs.
-func scratchSize(kind, max uint8, nkeys int) int {
-	n := 2 * (1 + int(max))
+func scratchSize(kind, max uint8, ncodes, nkeys int) int {
+	n := 2*(1+int(max)) + 4*ncodes
 	switch kind {
 	case kindBatch:
 		n += 8 + wire.BitsetLen(nkeys)
@@ -87,9 +100,6 @@ func (s ctxScratch) tried(i int) ProxyID { return ProxyID(binary.LittleEndian.Ui
 func (s ctxScratch) setTried(i int, id ProxyID) {
 	binary.LittleEndian.PutUint16(s[2*i:], uint16(id))
 }
-
-// state returns the kind's bytes, after the tried proxies.
-func (s ctxScratch) state(max uint8) []byte { return s[2*(1+int(max)):] }
 
 // flight is one request in flight as the engine's code handles it: a small
 // handle on the stack naming the zone, the sequence number, the context in
@@ -140,7 +150,51 @@ func (f *flight) setIndexNext(pos uint64)   { binary.LittleEndian.PutUint64(f.st
 func (f *flight) plainNext() uint32         { return binary.LittleEndian.Uint32(f.state()) }
 func (f *flight) setPlainNext(n uint32)     { binary.LittleEndian.PutUint32(f.state(), n) }
 
-func (f *flight) state() []byte { return f.scratch().state(f.m.max) }
+// codes returns the error-code snapshot's bytes.
+func (f *flight) codes() []byte {
+	off := 2 * (1 + int(f.m.max))
+	return f.ref.Scratch()[off : off+4*int(f.m.ncodes)]
+}
+
+// state returns the kind's bytes, after the tried proxies and the codes.
+func (f *flight) state() []byte {
+	return f.ref.Scratch()[2*(1+int(f.m.max))+4*int(f.m.ncodes):]
+}
+
+// isRetryCode reports whether result is in the error-code list the request
+// was sent with (SPEC R5, R8): at most MaxErrorCodes entries, so the scan
+// is bounded.
+func (f *flight) isRetryCode(result int32) bool {
+	if result == ResultOK {
+		return false
+	}
+	c := f.codes()
+	for i := 0; i+4 <= len(c); i += 4 {
+		if int32(binary.LittleEndian.Uint32(c[i:])) == result {
+			return true
+		}
+	}
+	return false
+}
+
+// markAnswered notes that attempt (as echoed by a packet) has answered, or
+// for a complex read that its stream has ended. Numbers the request never
+// sent are ignored, so a confused proxy cannot make it look settled.
+func (f *flight) markAnswered(attempt uint16) {
+	if attempt <= uint16(f.m.retries) {
+		f.m.answered |= 1 << attempt
+	}
+}
+
+// allAnswered reports whether every attempt sent has answered (SPEC R8: a
+// held answer is delivered when nothing else can answer).
+func (f *flight) allAnswered() bool { return bits.OnesCount16(f.m.answered) >= int(f.m.ntried) }
+
+// mayResend reports whether the request may send another attempt: retries
+// left and no refusal by the storm guard (SPEC R8, R19).
+func (f *flight) mayResend() bool {
+	return f.m.retries < f.m.max && f.m.flags&flagNoResend == 0
+}
 
 // arm schedules the context's timer at m.deadline under a new generation.
 // The caller has cleared or cancelled the previous timer.

@@ -42,6 +42,11 @@ const (
 	// was sized for less when the zone was added; attributes: app_id,
 	// zone_id, max_context_count, used.
 	MsgCapClamped = "max context count clamped"
+	// MsgUnknownSeq is logged at warn level, at most once per second per
+	// client, for a packet whose sequence number names no zone of the client
+	// or a number its zone never sent (SPEC R17, §6); attributes: proxy, seq,
+	// zone_known, count, suppressed.
+	MsgUnknownSeq = "unknown sequence number"
 	// MsgMalformedPacket is logged, at most once per second, when a
 	// response frame fails to parse; attributes: proxy, error, count.
 	MsgMalformedPacket = "malformed response packet"

@@ -20,6 +20,10 @@ type poller struct {
 	keep    []bool // per-record delivery flags of rsp, grown to the largest packet
 	sendBuf []byte // re-sent frames are rebuilt here
 	finals  finalQueue
+	// held are the answers held for requests (SPEC R8, R8b; hold.go), by
+	// sequence number; heldFree a few emptied ones for reuse.
+	held     map[uint64]*heldAnswer
+	heldFree []*heldAnswer
 	// sinceAdvance counts packets handled since the wheels last advanced.
 	sinceAdvance int
 	// release is the context whose final Response was handed out last; it
@@ -141,15 +145,38 @@ func (p *poller) onPacket(frame []byte, from ProxyID) bool {
 	seq := pkt.Seq()
 	z := p.c.zoneOfSeq(seq)
 	if z == nil {
-		p.c.unknownSeq.Add(1)
+		p.onUnknown(nil, seq, from)
 		return false
 	}
 	f, ok := p.flight(z, seq)
 	if !ok {
-		z.stats.duplicates.Add(1) // late: the request has its final result
+		if seq&counterMask > z.seq.Load()&counterMask || seq&counterMask == 0 {
+			p.onUnknown(z, seq, from) // never sent by this client
+		} else {
+			z.stats.duplicates.Add(1) // late: the request has its final result
+		}
 		return false
 	}
 	return f.accept(pkt, from)
+}
+
+// onUnknown counts and logs (rate-limited) a packet whose sequence number
+// names no zone of the client (z nil: client-wide) or a number the zone
+// never sent: a proxy's bug or a packet meant for another client, told
+// apart from late answers (SPEC R17, §6).
+func (p *poller) onUnknown(z *zone, seq uint64, from ProxyID) {
+	c := p.c
+	var n uint64
+	if z == nil {
+		n = c.unknownZone.Add(1)
+	} else {
+		n = z.stats.unknownSeq.Add(1)
+	}
+	if ok, held := c.unknownRL.allow(p.now, time.Second); ok {
+		px, _ := c.ProxyOf(from)
+		c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgUnknownSeq, slog.String("proxy", px.String()),
+			slog.Uint64("seq", seq), slog.Bool("zone_known", z != nil), slog.Uint64("count", n), slog.Uint64("suppressed", held))
+	}
 }
 
 // onMalformed counts (client-wide and, when the header names one, against

@@ -15,25 +15,71 @@ func (p *poller) onFire(id uint64) {
 	if !ok {
 		return // the request ended before its first timer's handle was known
 	}
-	m := f.m
-	if m.gen != uint16(id>>counterBits) || m.done {
+	if f.m.gen != uint16(id>>counterBits) || f.m.done() {
 		return // a stale timer: the context has re-armed or ended since
 	}
-	atomic.StoreUint64(&m.timer, 0)
-	switch {
-	case m.deadline > p.now:
-		// The segment was extended by an accepted packet after this timer
-		// was set (complex reads re-arm lazily): wait on.
-		f.arm()
-	case m.kind == kindPlain:
-		z.stats.waitTimeouts.Add(1)
-		f.finish(ResultWaitRspTimeout)
-	case m.retries >= m.max:
-		f.exhaust(ResultReadRetryTimeout)
-	default:
-		z.stats.retriesTimeout.Add(1)
-		f.resend(m.deadline)
+	atomic.StoreUint64(&f.m.timer, 0)
+	f.onDeadline()
+}
+
+// onDeadline handles every segment of the request that has ended by now,
+// in this one poll (SPEC R14): when segments are shorter than the poll
+// interval or the wheel's tick, each one past due is re-sent in turn and the
+// request gives up at the budget's end, never one segment per poll. It then
+// arms the timer for the segment still running.
+func (f *flight) onDeadline() {
+	m := f.m
+	for !m.done() {
+		switch {
+		case m.deadline > f.now:
+			// Not over yet: the first timer of a request whose earlier
+			// segments were handled here, or a complex read whose wait an
+			// accepted packet extended after the timer was set (lazy
+			// re-arm).
+			f.arm()
+			return
+		case m.kind == kindPlain:
+			f.z.stats.waitTimeouts.Add(1)
+			f.finish(ResultWaitRspTimeout)
+		case !f.mayResend():
+			f.giveUp()
+		case !f.grantRetry():
+			// SPEC R19: the storm guard refused; the read waits for the
+			// attempts already out until its budget ends.
+			m.deadline = f.budgetEnd()
+		default:
+			f.z.stats.retriesTimeout.Add(1)
+			f.resend(m.deadline)
+		}
 	}
+}
+
+// giveUp ends a read whose last segment is over (SPEC R9): with what it
+// holds (SPEC R8), or ResultReadRetryTimeout.
+func (f *flight) giveUp() {
+	if f.m.flags&flagHeld != 0 {
+		f.settle()
+		return
+	}
+	f.exhaust(ResultReadRetryTimeout)
+}
+
+// budgetEnd returns when the request's last segment would end if it sent
+// no more attempts: the current segment's end plus the segments its
+// remaining retries would have used (SPEC R6, R10).
+func (f *flight) budgetEnd() int64 {
+	m := f.m
+	r, n, budget := int(m.retries), int(m.max), m.budget()
+	if m.kind == kindSimple {
+		return m.deadline + int64(segmentEnd(budget, n, n+1)-segmentEnd(budget, n, r+1))
+	}
+	return m.deadline + int64(triangle(n+1)-triangle(r+1))*int64(segmentUnit(budget, n))
+}
+
+// grantRetry asks the zone's storm guard for one re-send (SPEC R19). A
+// refusal is counted and stops the request's re-sends for good.
+func (f *flight) grantRetry() bool {
+	return true
 }
 
 // resend sends the next attempt of a read (SPEC R6, R8, R10, R11): the
@@ -41,7 +87,7 @@ func (p *poller) onFire(id uint64) {
 // of an index stream from the next position wanted, each rebuilt from the
 // packed original. base is when the next segment starts: the end of the
 // last one for a timeout, now for an error code. A retry is used even if no
-// proxy is available to take it.
+// proxy is available to take it. The caller arms the timer.
 func (f *flight) resend(base int64) {
 	m := f.m
 	m.retries++
@@ -64,9 +110,13 @@ func (f *flight) resend(base int64) {
 		f.exhaust(ResultReadRetryTimeout)
 		return
 	}
-	f.c.poll.sendBuf = frame[:0]
 	f.sendAttempt(frame, records)
-	f.arm()
+	p := &f.c.poll
+	if cap(frame) <= maxRetainedBuf {
+		p.sendBuf = frame[:0]
+	} else {
+		p.sendBuf = nil // an outsized request's buffer is not kept (SPEC R15)
+	}
 }
 
 // rebuild writes the next attempt's frame into the poller's send buffer
@@ -191,7 +241,7 @@ func (c *Client) scheduleOrphans() {
 	kept := c.orphans[:0]
 	for i, o := range c.orphans {
 		f, ok := c.poll.flight(o.z, o.seq)
-		if !ok || f.m.done || atomic.LoadUint64(&f.m.timer) != 0 {
+		if !ok || f.m.done() || atomic.LoadUint64(&f.m.timer) != 0 {
 			continue
 		}
 		f.m.gen++

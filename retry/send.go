@@ -39,16 +39,15 @@ func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
 	if z == nil {
 		return 0, ErrUnknownZone
 	}
-	m, err := c.classify(z, req)
+	m, conf, err := c.classify(z, req)
 	if err != nil {
 		return 0, err
 	}
 	// The meta stays on this stack until Insert copies it: a flight field
 	// pointing at it would make it escape (flight's pointers leak as one).
 	f := flight{c: c, z: z, seq: z.nextSeq()}
-	pool := framePool(req)
-	bb := pool.Get()
-	defer pool.Put(bb)
+	bb := getFrameBuf(req)
+	defer putFrameBuf(bb)
 	bb.B, err = pack(bb.B[:0], wire.RequestHeader{
 		Command: req.Command, Seq: f.seq, AsyncID: req.AsyncID, AppID: zone.AppID, ZoneID: zone.ZoneID, Table: req.Table,
 	}, req)
@@ -57,20 +56,21 @@ func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
 	}
 	f.now = c.now()
 	f.admit(&m)
-	return f.sendFirst(&m, bb.B, req)
+	return f.sendFirst(&m, bb.B, req, conf)
 }
 
 // classify decides a request's kind (SPEC R3, R4): a read with read retry
 // if its class has a budget and the zone's configuration lists its command,
 // else plain. It returns the meta with the budget and MaxRetries the
-// request keeps (SPEC R1, R5); the cap is checked later (admit).
-func (c *Client) classify(z *zone, req *Request) (ctxMeta, error) {
+// request keeps, and the configuration whose error codes it keeps (SPEC
+// R1, R5); the cap is checked later (admit).
+func (c *Client) classify(z *zone, req *Request) (ctxMeta, *Conf, error) {
 	m := ctxMeta{asyncID: req.AsyncID, cmd: uint8(req.Command)}
 	switch req.Command.Body() {
 	case wire.BodyUnknown:
-		return m, fmt.Errorf("%w: %w: %v", ErrBadRequest, wire.ErrUnknownCommand, req.Command)
+		return m, nil, fmt.Errorf("%w: %w: %v", ErrBadRequest, wire.ErrUnknownCommand, req.Command)
 	case wire.BodyKeyValue:
-		return m, nil // kindPlain
+		return m, nil, nil // kindPlain
 	case wire.BodyBatch:
 		m.kind = kindBatch
 	case wire.BodyIndex:
@@ -86,10 +86,11 @@ func (c *Client) classify(z *zone, req *Request) (ctxMeta, error) {
 	if budget > 0 && conf != nil && conf.Enabled() && conf.HasCmd(uint32(req.Command)) {
 		m.budgetUs = uint32(budget / int64(time.Microsecond))
 		m.max = uint8(conf.MaxRetries)
+		m.ncodes = uint8(len(conf.ErrorCodes))
 	} else {
 		m.kind = kindPlain
 	}
-	return m, nil
+	return m, conf, nil
 }
 
 // admit takes a unit of the zone's context cap for a read with read retry
@@ -101,7 +102,7 @@ func (f *flight) admit(m *ctxMeta) {
 	c, z := f.c, f.z
 	m.firstMs = uint32(f.now / int64(time.Millisecond))
 	if m.kind != kindPlain && !z.stats.reserveContext(z.maxContexts(c.maxContexts.Load())) {
-		m.kind, m.budgetUs, m.max = kindPlain, 0, 0
+		m.kind, m.budgetUs, m.max, m.ncodes = kindPlain, 0, 0, 0
 		z.stats.capHits.Add(1)
 		if ok, held := z.capLog.allow(f.now, time.Second); ok {
 			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgReachMaxContext, z.attrs(
@@ -122,8 +123,9 @@ func (f *flight) admit(m *ctxMeta) {
 // first attempt, moving on to the next proxy at once when the transport
 // refuses one (SPEC R13). Until the frame is out nothing else can reach the
 // context (no answer can come, no timer exists), so a failed send takes it
-// back untouched.
-func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request) (uint64, error) {
+// back untouched. conf is the configuration whose error codes the request
+// keeps (SPEC R5).
+func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (uint64, error) {
 	c, z := f.c, f.z
 	stored := frame // a plain request is never rebuilt: it keeps only its user buffer
 	if m.kind == kindPlain {
@@ -136,7 +138,7 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request) (uint64, erro
 			f.releaseReservation(m.kind)
 			return 0, ErrNoProxy
 		}
-		ref, err := z.table.Insert(f.seq, *m, stored, req.UserBuffer, scratchSize(m.kind, m.max, len(req.Keys)))
+		ref, err := z.table.Insert(f.seq, *m, stored, req.UserBuffer, scratchSize(m.kind, m.max, int(m.ncodes), len(req.Keys)))
 		if err != nil {
 			f.releaseReservation(m.kind)
 			if errors.Is(err, ctxtable.ErrFull) {
@@ -145,7 +147,7 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request) (uint64, erro
 			return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 		f.ref, f.m = ref, ref.Meta()
-		f.initScratch(p, req)
+		f.initScratch(p, req, conf)
 		if err := c.tr.Send(p, frame); err != nil {
 			z.table.Delete(f.seq)
 			f.ref, f.m = ctxtable.Ref[ctxMeta]{}, nil
@@ -167,11 +169,16 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request) (uint64, erro
 	}
 }
 
-// initScratch writes the first attempt's proxy and the kind's starting
-// progress into a context just inserted (its scratch is zeroed).
-func (f *flight) initScratch(first ProxyID, req *Request) {
+// initScratch writes the first attempt's proxy, the error codes of conf
+// and the kind's starting progress into a context just inserted (its
+// scratch is zeroed).
+func (f *flight) initScratch(first ProxyID, req *Request, conf *Conf) {
 	f.m.ntried = 0
 	f.addTried(first)
+	codes := f.codes()
+	for i := range int(f.m.ncodes) {
+		binary.LittleEndian.PutUint32(codes[4*i:], uint32(conf.ErrorCodes[i]))
+	}
 	switch f.m.kind {
 	case kindBatch:
 		binary.LittleEndian.PutUint32(f.state()[4:], uint32(len(req.Keys)))
@@ -201,24 +208,41 @@ func (c *Client) addOrphan(z *zone, seq uint64) {
 // class. bytebufferpool drops buffers above the 95th percentile of the sizes
 // it sees, so a single pool fed mostly simple reads would allocate afresh for
 // every large batch frame; a pool per class calibrates to its own sizes.
-var framePools [4]bytebufferpool.Pool
+// Frames above the largest class (maxRetainedBuf) are packed into a buffer
+// of their own that is not kept (SPEC R15: no buffer grows for one outsized
+// request and stays grown).
+var framePools [3]bytebufferpool.Pool
 
-// framePool returns the pool for req's frame size: up to 256 B, 4 KiB,
-// 64 KiB, or larger (estimated from the keys and values, not packed).
-func framePool(req *Request) *bytebufferpool.Pool {
+// getFrameBuf returns a buffer for req's frame: from the pool of its size
+// class — up to 256 B, 4 KiB, 64 KiB, estimated from the keys and values
+// without packing — or a fresh one for a larger frame.
+func getFrameBuf(req *Request) *bytebufferpool.ByteBuffer {
 	n := wire.RequestHeaderSize + len(req.Table) + 16 + len(req.Key) + len(req.Value)
 	for _, k := range req.Keys {
 		n += 8 + len(k)
 	}
 	switch {
 	case n <= 256:
-		return &framePools[0]
+		return framePools[0].Get()
 	case n <= 4<<10:
-		return &framePools[1]
-	case n <= 64<<10:
-		return &framePools[2]
+		return framePools[1].Get()
+	case n <= maxRetainedBuf:
+		return framePools[2].Get()
 	}
-	return &framePools[3]
+	return &bytebufferpool.ByteBuffer{}
+}
+
+// putFrameBuf returns a buffer to the pool of its capacity's class, or
+// drops it when it is above the largest (an outsized frame's).
+func putFrameBuf(bb *bytebufferpool.ByteBuffer) {
+	switch n := cap(bb.B); {
+	case n <= 256:
+		framePools[0].Put(bb)
+	case n <= 4<<10:
+		framePools[1].Put(bb)
+	case n <= maxRetainedBuf:
+		framePools[2].Put(bb)
+	}
 }
 
 // pack appends req's frame to dst.

@@ -27,6 +27,7 @@ type zoneCounters struct {
 	retriesNoProxy atomic.Uint64
 	exhausted      atomic.Uint64
 	duplicates     atomic.Uint64
+	unknownSeq     atomic.Uint64
 	stray          atomic.Uint64
 	malformed      atomic.Uint64
 	recordsResent  atomic.Uint64
@@ -61,12 +62,16 @@ type Stats struct {
 	// proxy was available to take it: RetriesNoProxy counts those.
 	RetriesTimeout, RetriesErrorCode, RetriesNoProxy uint64
 	// Exhausted counts requests that ended with ResultReadRetryTimeout, or
-	// with a listed error code and no retry left (SPEC R8, R9).
+	// with a held listed error code (SPEC R8, R9).
 	Exhausted uint64
 	// DuplicatesDropped counts packets and records dropped because their
 	// request already had them or had ended (SPEC R7, R12): hedged answers,
 	// network duplicates, late answers.
 	DuplicatesDropped uint64
+	// UnknownSeq counts packets whose sequence number is in this zone's
+	// range but was never sent by this client: a proxy's bug, told apart
+	// from late answers (SPEC §6). Logged as MsgUnknownSeq, rate-limited.
+	UnknownSeq uint64
 	// StrayPackets counts packets dropped because they came from a proxy the
 	// request was never sent to, or carried another async ID (SPEC §6).
 	StrayPackets uint64
@@ -100,6 +105,7 @@ func (zc *zoneCounters) snapshot() Stats {
 		RetriesNoProxy:      zc.retriesNoProxy.Load(),
 		Exhausted:           zc.exhausted.Load(),
 		DuplicatesDropped:   zc.duplicates.Load(),
+		UnknownSeq:          zc.unknownSeq.Load(),
 		StrayPackets:        zc.stray.Load(),
 		MalformedPackets:    zc.malformed.Load(),
 		RecordsResent:       zc.recordsResent.Load(),

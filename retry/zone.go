@@ -124,9 +124,9 @@ func (c *Client) applyConf(z *zone, pc parsedConf) error {
 		c.log.LogAttrs(context.Background(), slog.LevelError, MsgBadConf, z.attrs(slog.String("error", pc.err.Error()))...)
 		return pc.err
 	case pc.found:
-		if pc.rawMax > MaxMaxRetries {
+		if pc.clampedFrom != "" {
 			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgConfClamped,
-				z.attrs(slog.Int("read_retry_max_cnt", pc.rawMax), slog.Int("used", MaxMaxRetries))...)
+				z.attrs(slog.String("read_retry_max_cnt", pc.clampedFrom), slog.Int("used", MaxMaxRetries))...)
 		}
 		conf := pc.conf
 		z.conf.Store(&conf)

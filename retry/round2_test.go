@@ -1,0 +1,487 @@
+package retry_test
+
+// Round-2 regressions of the engine's semantics (issue 12, issue 17 items
+// 11-12): inputs taken from other retry and hedging clients' public bug
+// reports and from edge cases a new user would try. Each test is named by
+// the requirement that gives its expected value; all run on the fake clock
+// and retrytest, without sleeping.
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/retry/retrytest"
+	"github.com/readretry/readretry/wire"
+)
+
+func confWith(maxCnt int, codes string) string {
+	return fmt.Sprintf("conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=%s&ReadRetryMaxCnt=%d", codes, maxCnt)
+}
+
+// TestR8HeldErrorLosesToLateGoodAnswer: ReadRetryMaxCnt=1, simple budget
+// 3000 ms (x = 2T/((n+1)(n+2)) = 1000 ms). Attempt 1 to P1 is slow; the
+// re-send at 1000 ms goes to P2, which answers -7953 at once. SPEC R7 over
+// R8: with no retry left that error is held, so P1's OK at 1500 ms is what
+// the caller gets; with P1 silent, the held -7953 comes at 3000 ms, once,
+// never -19219. Other drivers had exactly this fault (a hedge's error
+// reached the caller although the first attempt then succeeded).
+func TestR8HeldErrorLosesToLateGoodAnswer(t *testing.T) {
+	for _, p1Answers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("p1Answers=%v", p1Answers), func(t *testing.T) {
+			f := newFixture(t, hostProxies("p1", "p2"), confWith(1, "-7953"))
+			start := f.clock.Now()
+			f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: 4, UserBuffer: []byte("ub")})
+			s0 := f.tr.Sent()[0]
+			if gs := f.step(1000*ms, start); len(gs) != 0 {
+				t.Fatalf("responses before the re-send: %+v", gs)
+			}
+			s1 := f.tr.Sent()
+			if len(s1) != 1 || s1[0].Proxy == s0.Proxy {
+				t.Fatalf("re-send at 1000 ms: %+v", s1)
+			}
+			f.answer(s1[0], retry.ResultProxySwiftTimeout, "")
+			if gs := f.poll(); len(gs) != 0 {
+				t.Fatalf("the hedge's error was delivered while attempt 1 may answer: %+v", gs)
+			}
+			var gs []got
+			if p1Answers {
+				gs = append(gs, f.step(500*ms, start)...)
+				f.answer(s0, retry.ResultOK, "v")
+				gs = append(gs, f.step(2000*ms, start)...)
+				if len(gs) != 1 || gs[0].result != retry.ResultOK || gs[0].at != 1501*ms || len(gs[0].recs) != 1 || string(gs[0].recs[0].Value) != "v" {
+					t.Fatalf("want P1's OK (polled at 1501 ms), got %+v", gs)
+				}
+				if st := f.stats(); st.Exhausted != 0 || st.FinalResults != 1 {
+					t.Fatalf("stats %+v", st)
+				}
+			} else {
+				gs = f.step(2500*ms, start)
+				if len(gs) != 1 || gs[0].result != retry.ResultProxySwiftTimeout || gs[0].at != 3000*ms || gs[0].user != "ub" || gs[0].asyncID != 4 {
+					t.Fatalf("want the held -7953 at 3000 ms, got %+v", gs)
+				}
+				if st := f.stats(); st.Exhausted != 1 || st.FinalResults != 1 {
+					t.Fatalf("stats %+v", st)
+				}
+				if n := len(f.logs.find(retry.MsgExhausted)); n != 1 {
+					t.Fatalf("%d exhaustion lines, want 1", n)
+				}
+			}
+			f.drained()
+		})
+	}
+}
+
+// TestR8HeldErrorWhenEveryAttemptAnswered: when every attempt has answered
+// with a listed code, nothing better can come: the held error is delivered
+// at once, not at the budget's end (SPEC R8).
+func TestR8HeldErrorWhenEveryAttemptAnswered(t *testing.T) {
+	f := newFixture(t, hostProxies("p1", "p2"), confWith(1, "-7953"))
+	start := f.clock.Now()
+	f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: 4})
+	s0 := f.tr.Sent()[0]
+	f.step(1000*ms, start)
+	s1 := f.tr.Sent()[0]
+	f.answer(s1, retry.ResultProxySwiftTimeout, "")
+	f.poll()
+	f.clock.Add(10 * ms)
+	f.answer(s0, -7953, "")
+	gs := f.poll()
+	if len(gs) != 1 || gs[0].result != retry.ResultProxySwiftTimeout || gs[0].more {
+		t.Fatalf("want the error at once, got %+v", gs)
+	}
+	f.drained()
+}
+
+// batchKeys4 is the BATCH_GET of the issue's input: four keys.
+func batchReq(asyncID uint64) retry.Request {
+	return retry.Request{Command: wire.CmdBatchGet, Table: "t", AsyncID: asyncID, UserBuffer: []byte("ub"),
+		Keys: [][]byte{[]byte("k0"), []byte("k1"), []byte("k2"), []byte("k3")}}
+}
+
+// failKey answers a batch with every key in one last packet, the record of
+// key index bad carrying -7953 (SPEC R8b's input).
+func failKey(bad uint32) retrytest.Handler {
+	var d retrytest.Data
+	return func(req wire.Request, r *retrytest.Replier) {
+		r.Start(req, retry.ResultOK, false, 0, 0)
+		for it := req.Keys(); ; {
+			idx, key, ok := it.Next()
+			if !ok {
+				break
+			}
+			if idx == bad {
+				r.Record(uint64(idx), retry.ResultProxySwiftTimeout, key, nil)
+			} else {
+				r.Record(uint64(idx), retry.ResultOK, key, d.AppendValue(nil, key))
+			}
+		}
+		r.Send()
+	}
+}
+
+// TestR8bFailedBatchRecordIsRetried: BATCH_GET of 4 keys, 2 retries left;
+// the first proxy's final packet carries key 2's record with -7953 and keys
+// 0, 1, 3 OK; other proxies serve every key. SPEC R8b: key 2 counts as not
+// answered, goes out again alone under its index 2, and is delivered OK
+// exactly once.
+func TestR8bFailedBatchRecordIsRetried(t *testing.T) {
+	px := hostProxies("p1", "p2", "p3")
+	f := newFixture(t, px, confWith(2, "-7953"))
+	var d retrytest.Data
+	f.tr.SetHandler(px[0], failKey(2))
+	f.tr.SetHandler(px[1], retrytest.Serve(d, 0))
+	f.tr.SetHandler(px[2], retrytest.Serve(d, 0))
+	f.c.RecvResponse() // nothing yet; keeps the route's proxies opened
+	f.tr.SetLog(true)
+	f.send(batchReq(8))
+	gs := f.poll()
+	sent := f.tr.Sent()
+	if len(sent) != 2 || sent[0].Proxy != px[0] {
+		t.Fatalf("want the first send and one re-send, got %d sends", len(sent))
+	}
+	re := sent[1].Request()
+	if re.KeyCount() != 1 {
+		t.Fatalf("re-send carries %d keys, want 1", re.KeyCount())
+	}
+	it := re.Keys()
+	if idx, key, _ := it.Next(); idx != 2 || string(key) != "k2" {
+		t.Fatalf("re-sent key %d %q, want index 2 k2", idx, key)
+	}
+	seen := map[uint64]int{}
+	for _, g := range gs {
+		for _, r := range g.recs {
+			seen[r.Tag]++
+			if r.Result != retry.ResultOK || string(r.Value) != "value-of-"+string(r.Key) {
+				t.Fatalf("record %+v", r)
+			}
+		}
+	}
+	if len(finals(gs)) != 1 || finals(gs)[0].result != retry.ResultOK || len(seen) != 4 || seen[0]+seen[1]+seen[2]+seen[3] != 4 {
+		t.Fatalf("records per key %v, responses %+v", seen, gs)
+	}
+	if st := f.stats(); st.RetriesErrorCode != 1 || st.RecordsResent != 1 || st.Exhausted != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	f.drained()
+}
+
+// TestR8bFailedRecordOnLastAttempt: every proxy fails key 2. With the
+// retries used up, the failed record is delivered as it is, exactly once,
+// once every attempt has answered (SPEC R8b, R8); the other keys once each.
+func TestR8bFailedRecordOnLastAttempt(t *testing.T) {
+	px := hostProxies("p1", "p2")
+	f := newFixture(t, px, confWith(1, "-7953"))
+	for _, p := range px {
+		f.tr.SetHandler(p, failKey(2))
+	}
+	f.send(batchReq(9))
+	gs := f.poll()
+	count := map[uint64]int{}
+	var key2 wire.Record
+	for _, g := range gs {
+		for _, r := range g.recs {
+			count[r.Tag]++
+			if r.Tag == 2 {
+				key2 = r
+			}
+		}
+	}
+	fin := finals(gs)
+	if len(fin) != 1 || fin[0].result != retry.ResultOK || len(count) != 4 || count[2] != 1 || key2.Result != retry.ResultProxySwiftTimeout {
+		t.Fatalf("counts %v, key 2 %+v, responses %+v", count, key2, gs)
+	}
+	if st := f.stats(); st.RetriesErrorCode != 1 || f.tr.Sends(px[0])+f.tr.Sends(px[1]) != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	f.drained()
+}
+
+// TestR8bFailedIndexRecordResumes: in an index read, a record with a listed
+// code ends the run accepted in order; the resume starts at its position
+// (SPEC R8b, R11).
+func TestR8bFailedIndexRecordResumes(t *testing.T) {
+	px := hostProxies("p1", "p2")
+	f := newFixture(t, px, confWith(2, "-7953"))
+	d := retrytest.Data{StreamLen: 10}
+	f.tr.SetHandler(px[0], func(req wire.Request, r *retrytest.Replier) {
+		r.Start(req, retry.ResultOK, false, 0, 10)
+		for pos := uint64(0); pos < 10; pos++ {
+			res := retry.ResultOK
+			if pos == 4 {
+				res = retry.ResultProxySwiftTimeout
+			}
+			r.Record(pos, res, d.AppendStreamKey(nil, req.Key(), pos), d.AppendStreamValue(nil, req.Key(), pos))
+		}
+		r.Send()
+	})
+	f.tr.SetHandler(px[1], retrytest.Serve(d, 0))
+	f.send(retry.Request{Command: wire.CmdGetByPartKey, Key: []byte("g"), AsyncID: 3})
+	gs := f.poll()
+	sent := f.tr.Sent()
+	if len(sent) != 2 || sent[1].Request().Position() != 4 {
+		t.Fatalf("want a resume from position 4, got %d sends", len(sent))
+	}
+	var tags []uint64
+	for _, g := range gs {
+		for _, r := range g.recs {
+			if r.Result != retry.ResultOK {
+				t.Fatalf("failed record delivered: %+v", r)
+			}
+			tags = append(tags, r.Tag)
+		}
+	}
+	if fmt.Sprint(tags) != "[0 1 2 3 4 5 6 7 8 9]" || len(finals(gs)) != 1 || finals(gs)[0].result != retry.ResultOK {
+		t.Fatalf("tags %v, responses %+v", tags, gs)
+	}
+	f.drained()
+}
+
+// TestR14PastDueSegmentsInOnePoll: tick 1 ms, simple budget 1 ms,
+// ReadRetryMaxCnt=8 (x ≈ 22 µs), polled every 1 ms, silent proxies. Every
+// segment already past due is handled in the same poll: -19219 arrives by
+// budget + one tick + one poll interval (3 ms), never before the budget,
+// and the read is still retried 8 times (SPEC R14).
+func TestR14PastDueSegmentsInOnePoll(t *testing.T) {
+	f := newFixture(t, hostProxies("a", "b", "c"), confWith(8, "-7953"))
+	if err := f.c.SetReadRetryTimeout(time.Millisecond, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	start := f.clock.Now()
+	f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k")})
+	gs := f.step(20*ms, start)
+	if len(gs) != 1 || gs[0].result != retry.ResultReadRetryTimeout || gs[0].at < time.Millisecond || gs[0].at > 3*ms || gs[0].attempts != 9 {
+		t.Fatalf("want -19219 within [1 ms, 3 ms] after 9 attempts, got %+v", gs)
+	}
+	if st := f.stats(); st.RetriesTimeout != 8 {
+		t.Fatalf("stats %+v", st)
+	}
+	f.drained()
+}
+
+// TestR14LatenessBound checks the bound SPEC R14 states for every schedule:
+// with silent proxies a simple read with read retry ends no earlier than its
+// budget T and no later than T + one tick + one poll interval, having sent
+// all n+1 attempts; a complex read's last wait ends the same way. The model
+// is the SPEC's: segments k·x, x = 2T/((n+1)(n+2)), summing to T.
+func TestR14LatenessBound(t *testing.T) {
+	for _, budget := range []time.Duration{time.Millisecond, 7 * ms, 300 * ms, 3 * time.Second} {
+		for _, n := range []int{1, 2, 5, 8} {
+			for _, poll := range []time.Duration{time.Millisecond, 3 * ms, 10 * ms} {
+				name := fmt.Sprintf("T=%v/n=%d/poll=%v", budget, n, poll)
+				clock := newFakeClock()
+				tr := retrytest.NewTransport()
+				c, err := retry.New(retry.Config{Transport: tr, Clock: clock.Now, Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = c.SetReadRetryTimeout(budget, budget)
+				if err := c.ApplyRoute(testZone, hostProxies("a", "b", "c"), confWith(n, "-7953")); err != nil {
+					t.Fatal(err)
+				}
+				start := clock.Now()
+				if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}); err != nil {
+					t.Fatal(err)
+				}
+				var at time.Duration
+				for at == 0 && clock.Now().Sub(start) < 2*budget+time.Second {
+					clock.Add(poll)
+					if rsp, ok := c.RecvResponse(); ok {
+						if rsp.Result() != retry.ResultReadRetryTimeout || rsp.Attempts() != n+1 {
+							t.Fatalf("%s: result %d after %d attempts", name, rsp.Result(), rsp.Attempts())
+						}
+						at = clock.Now().Sub(start)
+					}
+				}
+				if at < budget || at > budget+time.Millisecond+poll {
+					t.Fatalf("%s: -19219 at %v, want within [%v, %v]", name, at, budget, budget+time.Millisecond+poll)
+				}
+				_ = c.Close()
+			}
+		}
+	}
+}
+
+// TestR15OutsizedRequestBufferNotKept: a read with a 1 MiB key whose first
+// attempt is lost is re-sent, then 10,000 ordinary reads follow; no buffer
+// above the largest pooled size class is kept afterwards (SPEC R15: memory
+// follows load). Before round 2 the re-send buffer kept 1,056,768 bytes for
+// the client's lifetime.
+func TestR15OutsizedRequestBufferNotKept(t *testing.T) {
+	px := hostProxies("a", "b")
+	f := newFixture(t, px, seedConf)
+	f.tr.SetLog(false)
+	start := f.clock.Now()
+	big := bytes.Repeat([]byte("k"), 1<<20)
+	f.send(retry.Request{Command: wire.CmdGet, Key: big})
+	f.tr.SetHandler(px[0], retrytest.Serve(retrytest.Data{}, 0))
+	f.tr.SetHandler(px[1], retrytest.Serve(retrytest.Data{}, 0))
+	if gs := f.step(600*ms, start); len(gs) != 1 || gs[0].result != retry.ResultOK {
+		t.Fatalf("the outsized read: %+v", gs)
+	}
+	for i := range 10_000 {
+		f.send(retry.Request{Command: wire.CmdGet, Key: fmt.Appendf(nil, "user:%d", i)})
+		f.poll()
+	}
+	if n := retry.RetainedBufBytes(f.c); n > retry.MaxRetainedBuf {
+		t.Fatalf("a %d-byte buffer is kept, want none above %d", n, retry.MaxRetainedBuf)
+	}
+	f.drained()
+}
+
+// TestR5RequestKeepsItsErrorCodes: a read sent while the zone's list is
+// -7953 keeps that list after a route update changes it to -1: its attempt
+// answering -7953 is re-sent, not delivered (SPEC R5 round 2: a request
+// keeps its whole configuration — budget, MaxRetries and error codes).
+func TestR5RequestKeepsItsErrorCodes(t *testing.T) {
+	f := newFixture(t, hostProxies("a", "b", "c"), confWith(2, "-7953"))
+	f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: 1})
+	s0 := f.tr.Sent()[0]
+	if err := f.c.ApplyRoute(testZone, f.px, confWith(2, "-1")); err != nil {
+		t.Fatal(err)
+	}
+	f.answer(s0, retry.ResultProxySwiftTimeout, "")
+	if gs := f.poll(); len(gs) != 0 {
+		t.Fatalf("delivered under the new list: %+v", gs)
+	}
+	if re := f.tr.Sent(); len(re) != 1 {
+		t.Fatalf("%d re-sends, want 1", len(re))
+	}
+	// A read sent after the update uses the new list: -7953 is an answer.
+	f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k2"), AsyncID: 2})
+	s := f.tr.Sent()
+	f.answer(s[0], retry.ResultProxySwiftTimeout, "")
+	if gs := f.poll(); len(gs) != 1 || gs[0].asyncID != 2 || gs[0].result != retry.ResultProxySwiftTimeout {
+		t.Fatalf("new read: %+v", gs)
+	}
+}
+
+// TestR5HugeMaxCntClamped: ReadRetryMaxCnt=99999999999 is clamped to 8 with
+// the warning, like any value above 8 (SPEC R5 round 2), and the zone
+// retries 8 times.
+func TestR5HugeMaxCntClamped(t *testing.T) {
+	f := newFixture(t, hostProxies("a"), confWith(2, "-7953"))
+	if err := f.c.ApplyRoute(testZone, f.px, "conf://ReadRetryMaxCnt=99999999999"); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := f.c.Conf(testZone); c.MaxRetries != 8 {
+		t.Fatalf("MaxRetries %d", c.MaxRetries)
+	}
+	l := f.logs.find(retry.MsgConfClamped)
+	if len(l) != 1 || l[0].attrs["read_retry_max_cnt"] != "99999999999" || l[0].attrs["used"] != int64(8) {
+		t.Fatalf("clamp log %+v", l)
+	}
+}
+
+// TestR5ErrorCodeListBound: a bloated conf:// (160,000 error codes, 1.1 MB,
+// issue 17 item 11) is malformed: refused with the old configuration kept
+// and logged, before any quadratic work (SPEC R5 round 2).
+func TestR5ErrorCodeListBound(t *testing.T) {
+	f := newFixture(t, hostProxies("a"), confWith(2, "-7953"))
+	var b strings.Builder
+	b.WriteString("conf://ReadRetryErrorCode=")
+	for i := range 160_000 {
+		fmt.Fprintf(&b, "-%d|", 1000000+i)
+	}
+	if err := f.c.ApplyRoute(testZone, f.px, b.String()); err == nil {
+		t.Fatal("accepted 160,000 error codes")
+	}
+	if c, _ := f.c.Conf(testZone); len(c.ErrorCodes) != 1 || c.ErrorCodes[0] != -7953 {
+		t.Fatalf("configuration not kept: %+v", c)
+	}
+	if len(f.logs.find(retry.MsgBadConf)) != 1 {
+		t.Fatal("not logged")
+	}
+}
+
+// TestR17UnknownAndLateApart: a frame naming no zone of the client counts
+// client-wide; one naming a sequence number its zone never sent counts as
+// UnknownSeq, not as a duplicate; a late answer counts as a duplicate; a
+// malformed frame counts client-wide and in its zone; both unknowns are
+// logged, rate-limited (SPEC R17, §6).
+func TestR17UnknownAndLateApart(t *testing.T) {
+	f := newFixture(t, hostProxies("a", "b"), seedConf)
+	seq := f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: 1})
+	s0 := f.tr.Sent()[0]
+	f.answer(s0, retry.ResultOK, "v")
+	f.poll()
+	f.answer(s0, retry.ResultOK, "v") // late
+	deliver := func(seq uint64) {
+		var rb wire.ResponseBuilder
+		rb.Start(nil, wire.ResponseHeader{Command: wire.CmdGet, Seq: seq, AsyncID: 1})
+		f.tr.Deliver(f.px[0], rb.Frame())
+	}
+	deliver(seq + 1000)         // the zone never sent it
+	deliver(seq + 7<<40)        // no such zone
+	deliver(seq &^ (1<<40 - 1)) // counter 0: never sent
+	f.tr.Deliver(f.px[0], []byte("RR\x01\x02garbage"))
+	f.poll()
+	st := f.stats()
+	if st.DuplicatesDropped != 1 || st.UnknownSeq != 2 {
+		t.Fatalf("zone stats %+v", st)
+	}
+	if cs := f.c.ClientStats(); cs.UnknownZoneFrames != 1 || cs.MalformedFrames != 1 {
+		t.Fatalf("client stats %+v", cs)
+	}
+	if l := f.logs.find(retry.MsgUnknownSeq); len(l) != 1 || l[0].attrs["suppressed"] != uint64(0) {
+		t.Fatalf("unknown-seq log lines %+v (want 1: rate-limited to one a second)", l)
+	}
+	f.clock.Add(2 * time.Second)
+	deliver(seq + 2000)
+	f.poll()
+	if l := f.logs.find(retry.MsgUnknownSeq); len(l) != 2 || l[1].attrs["suppressed"] != uint64(2) {
+		t.Fatalf("second line %+v, want 2 suppressed before it", l)
+	}
+}
+
+// TestPlainRequestOverallCap: a request without read retry whose proxy
+// keeps sending "more packets follow" every 50 ms ends with
+// ResultWaitRspTimeout after Config.MaxWaitTotal (16 × the 100 ms wait
+// timeout by default), however many packets came (issue 17 item 12).
+func TestPlainRequestOverallCap(t *testing.T) {
+	clock := newFakeClock()
+	tr := retrytest.NewTransport()
+	tr.SetLog(true)
+	c, err := retry.New(retry.Config{Transport: tr, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler), WaitTimeout: 100 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyRoute(testZone, hostProxies("a"), ""); err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Now()
+	if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdInsert, Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	req := tr.Sent()[0]
+	var end time.Duration
+	packets := 0
+	for ; end == 0 && clock.Now().Sub(start) < time.Hour; clock.Add(ms) {
+		if clock.Now().Sub(start)%(50*ms) == 0 {
+			tr.Replay(req, func(r wire.Request, rp *retrytest.Replier) {
+				rp.Start(r, retry.ResultOK, true, uint32(packets), 0)
+				rp.Send()
+			})
+			packets++
+		}
+		for {
+			rsp, ok := c.RecvResponse()
+			if !ok {
+				break
+			}
+			if !rsp.HaveMore() {
+				if rsp.Result() != retry.ResultWaitRspTimeout {
+					t.Fatalf("final result %d", rsp.Result())
+				}
+				end = clock.Now().Sub(start)
+			}
+		}
+	}
+	if end != 1600*ms {
+		t.Fatalf("ended at %v after %d packets, want 1.6s", end, packets)
+	}
+}
