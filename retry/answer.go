@@ -38,6 +38,7 @@ func (f *flight) respond(pkt wire.Response, result int32, haveMore bool, keep []
 	f.c.poll.rsp = Response{
 		zone: f.z.key, seq: f.seq, asyncID: m.asyncID, cmd: wire.Command(m.cmd), result: result, haveMore: haveMore,
 		attempts: int(m.ntried), userBuf: f.ref.UserBuf(), pkt: pkt, hasPkt: true, keep: keep, nrec: nrec,
+		waiter: m.waiter,
 	}
 	f.delivered(!haveMore)
 	if !haveMore {

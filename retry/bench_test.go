@@ -1,6 +1,7 @@
 package retry_test
 
 import (
+	"context"
 	"log/slog"
 	"runtime"
 	"strconv"
@@ -154,4 +155,121 @@ func BenchmarkInFlight500k(b *testing.B) {
 	b.ReportMetric(perCtx, "overhead-bytes/ctx")
 	b.ReportMetric(objs, "heapobj/ctx")
 	b.ReportMetric(float64(frameBytes+len(user)), "payload-bytes/ctx")
+}
+
+// BenchmarkDo: the blocking front door (SPEC R20) against the hand-driven
+// Send/RecvResponse loop it replaces, in-memory transport, read retry on.
+// "simple" and "hand" run the same read; "ratio" alternates blocks of both
+// on two clients and reports do/hand (goal ≤ 1.5, 0 allocs/op).
+func BenchmarkDo(b *testing.B) {
+	simple := retry.Request{Command: wire.CmdGet, Table: "players", Key: []byte("user:123456"), UserBuffer: make([]byte, 32)}
+	doOnce := func(b *testing.B, c *retry.Client, res *retry.Result, req *retry.Request, want int) {
+		if err := c.Do(context.Background(), testZone, req, res); err != nil || res.Len() != want {
+			b.Fatalf("Do: %v, %d records", err, res.Len())
+		}
+	}
+	handOnce := func(b *testing.B, c *retry.Client, req *retry.Request, want int) {
+		if _, err := c.Send(testZone, req); err != nil {
+			b.Fatal(err)
+		}
+		if drain(b, c) != want {
+			b.Fatal("records missing")
+		}
+	}
+	b.Run("simple", func(b *testing.B) {
+		c := benchClient(b, true, 0)
+		defer c.Close()
+		var res retry.Result
+		b.ReportAllocs()
+		for b.Loop() {
+			doOnce(b, c, &res, &simple, 1)
+		}
+	})
+	b.Run("hand", func(b *testing.B) {
+		c := benchClient(b, true, 0)
+		b.ReportAllocs()
+		for b.Loop() {
+			handOnce(b, c, &simple, 1)
+		}
+	})
+	b.Run("batch100", func(b *testing.B) {
+		c := benchClient(b, true, 10)
+		defer c.Close()
+		req := retry.Request{Command: wire.CmdBatchGet, Table: "players", Keys: batchKeys(100), UserBuffer: make([]byte, 32)}
+		var res retry.Result
+		b.ReportAllocs()
+		for b.Loop() {
+			doOnce(b, c, &res, &req, 100)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		c := benchClient(b, true, 0)
+		defer c.Close()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var res retry.Result
+			req := simple
+			for pb.Next() {
+				if err := c.Do(context.Background(), testZone, &req, &res); err != nil || res.Len() != 1 {
+					b.Errorf("Do: %v", err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("ratio", func(b *testing.B) {
+		doC, handC := benchClient(b, true, 0), benchClient(b, true, 0)
+		defer doC.Close()
+		var res retry.Result
+		var doT, handT time.Duration
+		const block = 256
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			t0 := time.Now()
+			if i%(2*block) < block {
+				doOnce(b, doC, &res, &simple, 1)
+				doT += time.Since(t0)
+			} else {
+				handOnce(b, handC, &simple, 1)
+				handT += time.Since(t0)
+			}
+		}
+		if handT > 0 {
+			b.ReportMetric(float64(doT)/float64(handT), "do/hand")
+		}
+	})
+}
+
+// BenchmarkDoBlocked reports the memory of goroutines blocked in Do (SPEC
+// R20): heap plus stack bytes per waiter with 10,000 waiting on silent
+// proxies, the caller's goroutine stack included.
+func BenchmarkDoBlocked(b *testing.B) {
+	const n = 10_000
+	var per float64
+	for b.Loop() {
+		c, tr := benchSilentClient(b)
+		per = blockWaiters(b, c, n, func() int {
+			sent := tr.Sent()
+			for _, s := range sent {
+				tr.Replay(s, retrytest.Serve(retrytest.Data{}, 0))
+			}
+			return len(sent)
+		})
+		_ = c.Close()
+	}
+	b.ReportMetric(per, "bytes/waiter")
+}
+
+func benchSilentClient(b testing.TB) (*retry.Client, *retrytest.Transport) {
+	tr := retrytest.NewTransport()
+	tr.SetLog(true)
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.ApplyRoute(testZone, hostProxies("a"), seedConf); err != nil {
+		b.Fatal(err)
+	}
+	_ = c.SetReadRetryTimeout(time.Hour, time.Hour)
+	return c, tr
 }

@@ -69,6 +69,10 @@ type Config struct {
 	// waiting for ever. 0 means DefaultMaxWaitRounds × WaitTimeout; it is
 	// raised to WaitTimeout if below.
 	MaxWaitTotal time.Duration
+	// PollInterval is the interval of the Driver that Do starts when the
+	// client has no poller (SPEC R20); 0 means Tick. Over a Transport that
+	// implements Waiter the Driver also wakes as soon as a frame arrives.
+	PollInterval time.Duration
 	// MaxWaitingPerZone bounds the requests without a context a zone tracks
 	// at once (each keeps its user buffer and a small header); beyond it Send
 	// returns ErrTooManyRequests. 0 means DefaultMaxWaiting.
@@ -153,6 +157,16 @@ type Client struct {
 
 	pollMu sync.Mutex
 	poll   poller
+
+	// Who polls (driver.go) and the Do calls waiting (do.go).
+	pollMode     atomic.Uint32 // pollNone, pollHand, pollDo, pollDriver
+	pollInterval time.Duration
+	driverMu     sync.Mutex                      // guards the drivers and mode changes to and from them
+	doDriver     *Driver                         // the Driver Do started, if running
+	userDriver   *Driver                         // the Driver StartDriver started, if running
+	deliver      atomic.Pointer[func(*Response)] // the user Driver's callback
+	unreceived   atomic.Uint64                   // responses of Send that reached no callback
+	waiters      waiters
 }
 
 // orphan is a context whose timer could not be scheduled (wheel at
@@ -169,8 +183,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Transport == nil {
 		return nil, fmt.Errorf("%w: Config.Transport is nil", ErrInvalidConfig)
 	}
-	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitTotal < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 {
-		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitTotal, MaxWaitingPerZone or Shards", ErrInvalidConfig)
+	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitTotal < 0 || cfg.PollInterval < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 {
+		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitTotal, PollInterval, MaxWaitingPerZone or Shards", ErrInvalidConfig)
 	}
 	c := &Client{
 		tr:          cfg.Transport,
@@ -192,6 +206,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.tick == 0 {
 		c.tick = timerwheel.DefaultTick
+	}
+	c.pollInterval = cfg.PollInterval
+	if c.pollInterval == 0 {
+		c.pollInterval = c.tick
 	}
 	if c.waitTimeout == 0 {
 		c.waitTimeout = DefaultWaitTimeout
@@ -285,6 +303,10 @@ func (c *Client) Stats(zone Zone) (Stats, error) {
 // ClientStats are the Client's counters that belong to no zone (SPEC R17),
 // each read with an atomic load, counted since New.
 type ClientStats struct {
+	// UnreceivedResponses counts responses of Send dropped because the
+	// client was driven by the Driver Do started, which has no callback for
+	// them (a Send made before that Driver started).
+	UnreceivedResponses uint64
 	// UnknownZoneFrames counts response frames whose sequence number names
 	// no zone of this client (a proxy's bug, or a packet meant for another
 	// client). Logged as MsgUnknownSeq, rate-limited.
@@ -298,7 +320,8 @@ type ClientStats struct {
 // ClientStats returns the client-wide counters (SPEC R17); Stats gives a
 // zone's.
 func (c *Client) ClientStats() ClientStats {
-	return ClientStats{UnknownZoneFrames: c.unknownZone.Load(), MalformedFrames: c.malformed.Load()}
+	return ClientStats{UnknownZoneFrames: c.unknownZone.Load(), MalformedFrames: c.malformed.Load(),
+		UnreceivedResponses: c.unreceived.Load()}
 }
 
 // InFlight returns how many requests a zone tracks now (with and without a
@@ -324,16 +347,23 @@ func (c *Client) TableStats(zone Zone) (ctxtable.Stats, error) {
 	return z.table.Stats(), nil
 }
 
-// Close ends the client: it waits for Sends under way to return, then Send
-// and ApplyRoute return ErrClosed from then on, RecvResponse returns
-// nothing, and every request still tracked is dropped without a final
-// result (their buffers return to the zone tables' slabs). Close does not
-// close the Transport, which the caller owns. It is safe to call more than
-// once.
+// Close ends the client: it waits for Sends under way to return, then Send,
+// Do and ApplyRoute return ErrClosed from then on, RecvResponse returns
+// nothing, every Do under way returns ErrClosed, the Driver Do started
+// stops, and every request still tracked is dropped without a final result
+// (their buffers return to the zone tables' slabs). A Driver from
+// StartDriver is the caller's to stop. Close does not close the Transport,
+// which the caller owns. It is safe to call more than once.
 func (c *Client) Close() error {
 	c.closeMu.Lock() // waits for Sends under way: none can insert after the sweep
 	c.closed.Store(true)
 	c.closeMu.Unlock()
+	c.driverMu.Lock()
+	if c.doDriver != nil {
+		c.doDriver.loop.Stop()
+		c.doDriver = nil
+	}
+	c.driverMu.Unlock()
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
 	c.poll.release = releaseNone

@@ -75,7 +75,7 @@ func (p *poller) deliverFinal() bool {
 		}
 		p.rsp = Response{
 			zone: f.z.key, seq: f.seq, asyncID: f.m.asyncID, cmd: wire.Command(f.m.cmd), result: fin.result,
-			attempts: int(f.m.ntried), userBuf: f.ref.UserBuf(),
+			attempts: int(f.m.ntried), userBuf: f.ref.UserBuf(), waiter: f.m.waiter,
 		}
 		f.delivered(true)
 		return true
@@ -95,6 +95,10 @@ func (p *poller) drop(z *zone, seq uint64) {
 	}
 	if f.m.flags&flagHeld != 0 {
 		p.freeHeld(seq)
+	}
+	if f.m.waiter != 0 && !f.m.done() {
+		// Only Close drops a request before its final result.
+		p.finishWaiter(p.c.waiters.get(f.m.waiter), ErrClosed)
 	}
 	z.table.Delete(seq)
 }

@@ -44,11 +44,12 @@ type ctxMeta struct {
 	answered uint16 // bit k: attempt k has answered (simple) or ended its stream (complex) (SPEC R8)
 	cmd      uint8  // wire.Command: every command the codec carries is below 256
 	kind     uint8
-	ntried   uint8 // attempts sent: proxies recorded in the scratch
-	retries  uint8 // re-sends used (SPEC R10: only grows)
-	max      uint8 // MaxRetries of the zone's configuration at send time (SPEC R5)
-	ncodes   uint8 // error codes of the configuration at send time, in the scratch (SPEC R5)
-	flags    uint8 // flagDone, flagHeld, flagNoResend
+	ntried   uint8  // attempts sent: proxies recorded in the scratch
+	retries  uint8  // re-sends used (SPEC R10: only grows)
+	max      uint8  // MaxRetries of the zone's configuration at send time (SPEC R5)
+	ncodes   uint8  // error codes of the configuration at send time, in the scratch (SPEC R5)
+	flags    uint8  // flagDone, flagHeld, flagNoResend
+	waiter   uint32 // the Do call waiting for the request (do.go), 0 for the asynchronous API
 }
 
 // ctxMeta.flags.

@@ -24,6 +24,10 @@ type poller struct {
 	// sequence number; heldFree a few emptied ones for reuse.
 	held     map[uint64]*heldAnswer
 	heldFree []*heldAnswer
+	// self is the waiter of the Do call whose goroutine is polling, if one is
+	// (do.go: it needs no wake-up).
+	self     *waiter
+	selfDone bool // self was finished by this poll
 	// sinceAdvance counts packets handled since the wheels last advanced.
 	sinceAdvance int
 	// release is the context whose final Response was handed out last; it
@@ -78,9 +82,19 @@ const maxPacketsPerAdvance = 16384
 // so two pollers do not corrupt the engine, but each would race on the
 // other's Response.
 func (c *Client) RecvResponse() (rsp *Response, ok bool) {
+	if !c.handPolled() {
+		return nil, false // a Driver is the client's poller
+	}
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
-	p := &c.poll
+	return c.poll.next()
+}
+
+// next is RecvResponse under the poller lock: it runs the engine until a
+// response for the asynchronous API is ready, handing responses made for Do
+// calls to their waiters on the way (route).
+func (p *poller) next() (*Response, bool) {
+	c := p.c
 	if p.release != releaseNone {
 		p.drop(p.releaseZone, p.release)
 		p.release, p.releaseZone = releaseNone, nil
@@ -92,7 +106,7 @@ func (c *Client) RecvResponse() (rsp *Response, ok bool) {
 	if c.orphanN.Load() > 0 {
 		c.scheduleOrphans()
 	}
-	if p.deliverFinal() {
+	if p.finalReady() {
 		return &p.rsp, true
 	}
 	advanced := false
@@ -111,15 +125,36 @@ func (c *Client) RecvResponse() (rsp *Response, ok bool) {
 			advanced = true
 		} else {
 			p.sinceAdvance++
-			if p.onPacket(frame, from) {
+			if p.onPacket(frame, from) && p.forCaller() {
 				return &p.rsp, true
 			}
 		}
 		// A packet or a timer may have ended a request with a made result.
-		if p.deliverFinal() {
+		if p.finalReady() {
 			return &p.rsp, true
 		}
 	}
+}
+
+// finalReady delivers made results until one is for the asynchronous API
+// (true) or none is left.
+func (p *poller) finalReady() bool {
+	for p.deliverFinal() {
+		if p.forCaller() {
+			return true
+		}
+	}
+	return false
+}
+
+// forCaller reports whether the response just made is for the caller of
+// RecvResponse; one made for a Do call goes to its waiter instead.
+func (p *poller) forCaller() bool {
+	if p.rsp.waiter == 0 {
+		return true
+	}
+	p.route()
+	return false
 }
 
 // advance fires every zone's due timers at the poll's time.

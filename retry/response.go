@@ -21,6 +21,7 @@ type Response struct {
 	hasPkt   bool
 	keep     []bool // nil: every record of pkt; else keep[i] says whether record i is delivered
 	nrec     int
+	waiter   uint32 // the Do call the response is for (0: the asynchronous API)
 }
 
 // Zone returns the zone the request was sent to.

@@ -44,6 +44,18 @@ var (
 	ErrBadRequest = errors.New("retry: bad request")
 	// ErrInvalidConfig wraps what is wrong with a Config, a budget or a route.
 	ErrInvalidConfig = errors.New("retry: invalid config")
+	// ErrReadRetryTimeout is what Do returns for ResultReadRetryTimeout
+	// (-19219, SPEC R9): read retry ran out of retries and budget.
+	ErrReadRetryTimeout = &Error{Code: ResultReadRetryTimeout, msg: "retry: read retry exhausted (API_ERR_READ_RETRY_TIMEOUT)"}
+	// ErrWaitTimeout is what Do returns for ResultWaitRspTimeout (-16659):
+	// a request without read retry got no final answer in time.
+	ErrWaitTimeout = &Error{Code: ResultWaitRspTimeout, msg: "retry: no answer within the wait timeout (API_ERR_WAIT_RSP_TIMEOUT)"}
+	// ErrPoller: the call would make the client's poller ambiguous, so that
+	// responses could reach the wrong reader (SPEC R20). StartDriver on a
+	// client polled by hand or already driven; Send on a client driven by
+	// the Driver that Do started (its responses would reach no one — start
+	// your own Driver with StartDriver, which takes over).
+	ErrPoller = errors.New("retry: the client's poller does not allow this call")
 )
 
 // Error is an error that carries one of the seed's result codes, for SDKs
@@ -55,3 +67,11 @@ type Error struct {
 
 // Error returns the message.
 func (e *Error) Error() string { return e.msg }
+
+// Is reports whether target is an *Error with the same Code, so that
+// errors.Is(err, ErrReadRetryTimeout) holds for every error carrying
+// -19219.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}

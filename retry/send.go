@@ -25,11 +25,25 @@ import (
 // A proxy whose Send fails is skipped at once for the next one.
 //
 // Errors (nothing kept, nothing sent): ErrClosed; ErrUnknownZone;
-// ErrBadRequest wrapping the wire error for a command the codec does not
-// carry (SQL and the like), a bad key count or an oversize frame;
-// ErrNoProxy when no proxy is available; ErrTooManyRequests when the zone
-// tracks its maximum of requests.
+// ErrBadRequest for a nil request, or wrapping the wire error for a command
+// the codec does not carry (SQL and the like), a bad key count or an
+// oversize frame; ErrNoProxy when no proxy is available;
+// ErrTooManyRequests when the zone tracks its maximum of requests;
+// ErrPoller when the client is driven by the Driver Do started (see
+// StartDriver).
 func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
+	if c.pollMode.Load() == pollDo {
+		return 0, ErrPoller
+	}
+	return c.send(zone, req, 0)
+}
+
+// send is Send for a request whose final result goes to the Do call with
+// waiter number waiter (0: the asynchronous API).
+func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
+	if req == nil {
+		return 0, fmt.Errorf("%w: nil request", ErrBadRequest)
+	}
 	tok := c.closeMu.RLock()
 	defer c.closeMu.RUnlock(tok)
 	if c.closed.Load() {
@@ -43,6 +57,7 @@ func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	m.waiter = waiter
 	// The meta stays on this stack until Insert copies it: a flight field
 	// pointing at it would make it escape (flight's pointers leak as one).
 	f := flight{c: c, z: z, seq: z.nextSeq()}

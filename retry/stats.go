@@ -16,26 +16,28 @@ type counter struct {
 // zoneCounters are one zone's R17 counters. Senders touch the first group,
 // the poller the rest.
 type zoneCounters struct {
-	readsSent      counter
-	writesSent     counter
-	otherSent      counter // reads sent without a context: retry off for them
-	capHits        counter
-	contexts       atomic.Int64 // read retry contexts held (cap accounting)
-	_              [56]byte
-	retriesTimeout atomic.Uint64
-	retriesCode    atomic.Uint64
-	retriesNoProxy atomic.Uint64
-	exhausted      atomic.Uint64
-	duplicates     atomic.Uint64
-	unknownSeq     atomic.Uint64
-	stray          atomic.Uint64
-	malformed      atomic.Uint64
-	recordsResent  atomic.Uint64
-	waitTimeouts   atomic.Uint64
-	delivered      atomic.Uint64
-	finals         atomic.Uint64
-	sendFailures   atomic.Uint64
-	peakContexts   atomic.Int64
+	readsSent          counter
+	writesSent         counter
+	otherSent          counter // reads sent without a context: retry off for them
+	capHits            counter
+	contexts           atomic.Int64 // read retry contexts held (cap accounting)
+	_                  [56]byte
+	retriesTimeout     atomic.Uint64
+	retriesCode        atomic.Uint64
+	retriesNoProxy     atomic.Uint64
+	exhausted          atomic.Uint64
+	duplicates         atomic.Uint64
+	unknownSeq         atomic.Uint64
+	stray              atomic.Uint64
+	malformed          atomic.Uint64
+	recordsResent      atomic.Uint64
+	waitTimeouts       atomic.Uint64
+	delivered          atomic.Uint64
+	finals             atomic.Uint64
+	doAbandoned        atomic.Uint64
+	abandonedResponses atomic.Uint64
+	sendFailures       atomic.Uint64
+	peakContexts       atomic.Int64
 }
 
 // Stats is a snapshot of one zone's counters (SPEC R17). Every field is read
@@ -87,6 +89,10 @@ type Stats struct {
 	// multi-packet answer counts); FinalResults the last one of each
 	// request — exactly one per request sent (SPEC R12).
 	Delivered, FinalResults uint64
+	// DoAbandoned counts Do calls that returned because their context ended
+	// before the final result; AbandonedResponses the responses of their
+	// requests that arrived afterwards and were dropped (SPEC R20).
+	DoAbandoned, AbandonedResponses uint64
 	// SendFailures counts Transport.Send errors (each moved the request to
 	// the next proxy).
 	SendFailures uint64
@@ -112,6 +118,8 @@ func (zc *zoneCounters) snapshot() Stats {
 		WaitTimeouts:        zc.waitTimeouts.Load(),
 		Delivered:           zc.delivered.Load(),
 		FinalResults:        zc.finals.Load(),
+		DoAbandoned:         zc.doAbandoned.Load(),
+		AbandonedResponses:  zc.abandonedResponses.Load(),
 		SendFailures:        zc.sendFailures.Load(),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"time"
 )
 
 // Proxy is one endpoint that serves a zone (SPEC §1 vocabulary). Host is a
@@ -24,6 +25,16 @@ type ProxyID uint16
 
 // MaxProxies is the number of distinct proxy endpoints one Client can know.
 const MaxProxies = 1<<16 - 1
+
+// Waiter is a Transport that can block until a frame arrives. Wait returns
+// when a frame is waiting for Recv (true) or timeout has passed (false). A
+// Driver calls it between polls so that answers are handled when they
+// arrive, not at the next tick. Wait is called from one goroutine at a time
+// but may overlap with Recv on another (a Do caller polling). transport/tcp
+// implements it.
+type Waiter interface {
+	Wait(timeout time.Duration) bool
+}
 
 // ErrUnavailable is what a Transport returns from Send when it has no
 // usable connection to the proxy; the engine then moves the request to the

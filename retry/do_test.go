@@ -1,0 +1,449 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/retry/retrytest"
+	"github.com/readretry/readretry/wire"
+	"go.uber.org/goleak"
+)
+
+// doClient is a client whose proxies answer from retrytest.Data, on the
+// real clock (Do's Driver polls in real time), budgets 3 s / 6 s.
+func doClient(t testing.TB, perPacket int, proxies ...string) (*retry.Client, *retrytest.Transport, []retry.Proxy) {
+	t.Helper()
+	tr := retrytest.NewTransport()
+	px := hostProxies(proxies...)
+	for _, p := range px {
+		tr.SetHandler(p, retrytest.Serve(retrytest.Data{StreamLen: 100}, perPacket))
+	}
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyRoute(testZone, px, seedConf); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second)
+	return c, tr, px
+}
+
+// TestR20DoReads: Do returns every record of every packet in order, each
+// exactly once, for simple, batch and index reads, with a partial re-send
+// behind the batch (proxy a silent, so the batch is re-sent to b after x).
+func TestR20DoReads(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, tr, px := doClient(t, 7, "a", "b")
+	defer c.Close()
+	var res retry.Result
+	ctx := context.Background()
+
+	if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("alice")}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Len() != 1 || string(res.Record(0).Value) != "value-of-alice" || res.Code() != retry.ResultOK || res.Attempts() != 1 {
+		t.Fatalf("simple read: %d records, code %d", res.Len(), res.Code())
+	}
+
+	if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGetByPartKey, Key: []byte("g")}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Len() != 100 || res.Packets() != 15 {
+		t.Fatalf("index read: %d records in %d packets", res.Len(), res.Packets())
+	}
+	for i := range res.Len() {
+		if r := res.Record(i); r.Tag != uint64(i) || string(r.Value) != fmt.Sprint("rec-", i) {
+			t.Fatalf("record %d: %+v", i, r)
+		}
+	}
+
+	_ = c.SetReadRetryTimeout(30*time.Millisecond, 60*time.Millisecond)
+	tr.SetHandler(px[0], nil) // a is silent: the batch goes to b after x = 10 ms
+	keys := batchKeys(20)
+	for range 4 { // at least one lands on a (round robin)
+		if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdBatchGet, Keys: keys}, &res); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[uint64]bool{}
+		for i := range res.Len() {
+			r := res.Record(i)
+			if seen[r.Tag] || string(r.Value) != "value-of-"+string(keys[r.Tag]) {
+				t.Fatalf("batch record %+v (seen before: %v)", r, seen[r.Tag])
+			}
+			seen[r.Tag] = true
+		}
+		if len(seen) != 20 {
+			t.Fatalf("batch: %d keys", len(seen))
+		}
+	}
+	if st, _ := c.Stats(testZone); st.RetriesTimeout == 0 {
+		t.Fatal("no batch went to the silent proxy: the re-send path was not exercised")
+	}
+}
+
+// TestR20DoErrors: the final code comes back as an error that errors.Is
+// matches against the package's sentinels; Send's errors come back
+// unchanged with nothing sent and nothing kept.
+func TestR20DoErrors(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, tr, px := doClient(t, 0, "a", "b")
+	_ = c.SetReadRetryTimeout(20*time.Millisecond, 20*time.Millisecond)
+	for _, p := range px {
+		tr.SetHandler(p, nil)
+	}
+	ctx := context.Background()
+	var res retry.Result
+	err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, &res)
+	var re *retry.Error
+	if !errors.Is(err, retry.ErrReadRetryTimeout) || !errors.As(err, &re) || re.Code != retry.ResultReadRetryTimeout || res.Attempts() != 3 {
+		t.Fatalf("silent proxies: %v (attempts %d)", err, res.Attempts())
+	}
+	tr.SetHandler(px[0], retrytest.Fail(-100))
+	tr.SetHandler(px[1], retrytest.Fail(-100))
+	if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, nil); !errors.As(err, &re) || re.Code != -100 {
+		t.Fatalf("proxy code: %v", err)
+	}
+
+	tr.SetLog(true)
+	for _, tc := range []struct {
+		zone retry.Zone
+		req  *retry.Request
+		want error
+	}{
+		{retry.Zone{AppID: 9}, &retry.Request{Command: wire.CmdGet}, retry.ErrUnknownZone},
+		{testZone, nil, retry.ErrBadRequest},
+		{testZone, &retry.Request{Command: 999}, retry.ErrBadRequest},
+		{testZone, &retry.Request{Command: wire.CmdBatchGet}, retry.ErrBadRequest},
+	} {
+		if err := c.Do(ctx, tc.zone, tc.req, &res); !errors.Is(err, tc.want) {
+			t.Fatalf("%+v: %v, want %v", tc.req, err, tc.want)
+		}
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := c.Do(done, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, &res); !errors.Is(err, context.Canceled) {
+		t.Fatalf("done context: %v", err)
+	}
+	if n := len(tr.Sent()); n != 0 {
+		t.Fatalf("%d frames sent for refused calls", n)
+	}
+	if reqs, _ := c.InFlight(testZone); reqs != 0 {
+		t.Fatalf("%d requests kept", reqs)
+	}
+	_ = c.Close()
+	if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, &res); !errors.Is(err, retry.ErrClosed) {
+		t.Fatalf("closed client: %v", err)
+	}
+}
+
+// TestR20DoContext: a context deadline shorter than the read retry budget
+// is honoured: Do returns with the context's error long before the budget;
+// the engine keeps the request to its own end, drops its late answer and
+// counts it; nothing leaks (goroutines, table, wheel).
+func TestR20DoContext(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, tr, px := doClient(t, 0, "a")
+	defer c.Close()
+	tr.SetHandler(px[0], nil)
+	tr.SetLog(true)
+	_ = c.SetReadRetryTimeout(300*time.Millisecond, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	var res retry.Result
+	err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, &res)
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took >= 300*time.Millisecond {
+		t.Fatalf("Do returned %v after %v, want the deadline before the 300 ms budget", err, took)
+	}
+	if res.Len() != 0 || res.Code() != 0 {
+		t.Fatal("res was written after the caller left")
+	}
+	sent := tr.Sent()
+	tr.Replay(sent[0], retrytest.Serve(retrytest.Data{}, 0)) // the late answer
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := c.Stats(testZone)
+		reqs, timers := c.InFlight(testZone)
+		if st.DoAbandoned == 1 && st.AbandonedResponses == 1 && reqs == 0 && timers == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v, in flight %d/%d", st, reqs, timers)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestR20DoBesideAsync: one poller serves both APIs and neither steals the
+// other's answers. A client polled by hand serves Do through the caller's
+// loop; with StartDriver, Send's responses go to the callback and Do's to
+// Do; Send on a client driven by Do's own Driver is refused (ErrPoller),
+// and StartDriver takes over from that Driver.
+func TestR20DoBesideAsync(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	t.Run("hand", func(t *testing.T) {
+		c, _, _ := doClient(t, 0, "a")
+		defer c.Close()
+		if _, ok := c.RecvResponse(); ok {
+			t.Fatal("response from an idle client")
+		}
+		stop := make(chan struct{})
+		var asyncSeen, foreign atomic.Int64
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // the caller's own loop
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rsp, ok := c.RecvResponse()
+				if !ok {
+					time.Sleep(100 * time.Microsecond)
+					continue
+				}
+				if rsp.AsyncID() >= 1000 {
+					foreign.Add(1)
+				} else {
+					asyncSeen.Add(1)
+				}
+			}
+		}()
+		for i := range 50 {
+			if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: uint64(i)}); err != nil {
+				t.Fatal(err)
+			}
+			var res retry.Result
+			if err := c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("d"), AsyncID: 1000 + uint64(i)}, &res); err != nil || res.Len() != 1 {
+				t.Fatal(err)
+			}
+		}
+		for deadline := time.Now().Add(5 * time.Second); asyncSeen.Load() < 50 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		close(stop)
+		wg.Wait()
+		if asyncSeen.Load() != 50 || foreign.Load() != 0 {
+			t.Fatalf("the loop saw %d of 50 async answers and %d of Do's", asyncSeen.Load(), foreign.Load())
+		}
+		if _, err := c.StartDriver(time.Millisecond, func(*retry.Response) {}); !errors.Is(err, retry.ErrPoller) {
+			t.Fatalf("StartDriver on a hand-polled client: %v", err)
+		}
+	})
+	t.Run("driver", func(t *testing.T) {
+		c, _, _ := doClient(t, 0, "a")
+		defer c.Close()
+		var res retry.Result
+		if err := c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("d")}, &res); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}); !errors.Is(err, retry.ErrPoller) {
+			t.Fatalf("Send under Do's own driver: %v", err)
+		}
+		got := make(chan uint64, 100)
+		d, err := c.StartDriver(time.Millisecond, func(r *retry.Response) { got <- r.AsyncID() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Stop()
+		if _, ok := c.RecvResponse(); ok {
+			t.Fatal("RecvResponse polled beside the Driver")
+		}
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var r retry.Result
+				if err := c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("d"), AsyncID: 1000 + uint64(i)}, &r); err != nil || r.Len() != 1 {
+					t.Error(err)
+				}
+			}()
+			if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: uint64(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		seen := 0
+		for timeout := time.After(5 * time.Second); seen < 20; seen++ {
+			select {
+			case id := <-got:
+				if id >= 1000 {
+					t.Fatalf("the callback got Do's answer %d", id)
+				}
+			case <-timeout:
+				t.Fatalf("callback got %d of 20", seen)
+			}
+		}
+	})
+}
+
+// TestR20DoClose: Close ends every Do under way with ErrClosed.
+func TestR20DoClose(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, tr, px := doClient(t, 0, "a")
+	tr.SetHandler(px[0], nil)
+	errs := make(chan error, 10)
+	for range 10 {
+		go func() { errs <- c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, nil) }()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if reqs, _ := c.InFlight(testZone); reqs == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the 10 Do calls never got in flight")
+		}
+	}
+	_ = c.Close()
+	for range 10 {
+		if err := <-errs; !errors.Is(err, retry.ErrClosed) {
+			t.Fatalf("Do after Close: %v", err)
+		}
+	}
+}
+
+// TestR20ManyWaiters: 100,000 goroutines blocked in Do on one zone at once
+// (2,000 under the race detector, which allows 8,128 goroutines), every one
+// answered exactly once; the memory each waiter costs is logged (and
+// reported by BenchmarkDoBlocked).
+func TestR20ManyWaiters(t *testing.T) {
+	n := 100_000
+	if raceEnabled {
+		n = 2_000
+	}
+	c, tr, px := doClient(t, 0, "a")
+	defer c.Close()
+	tr.SetHandler(px[0], nil)
+	tr.SetLog(true)
+	perWaiter := blockWaiters(t, c, n, func() int {
+		sent := tr.Sent()
+		for _, s := range sent {
+			tr.Replay(s, retrytest.Serve(retrytest.Data{}, 0))
+		}
+		return len(sent)
+	})
+	t.Logf("%d goroutines blocked in Do: %.0f bytes per waiter (heap + stacks)", n, perWaiter)
+}
+
+// blockWaiters starts n goroutines in Do, waits until all are in flight,
+// measures heap and stack bytes per waiter, calls answer until it has
+// answered n requests (a context is in the table just before its frame is
+// sent), and checks that each Do returns its own answer.
+func blockWaiters(t testing.TB, c *retry.Client, n int, answer func() int) float64 {
+	before := inUse()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var res retry.Result
+			key := fmt.Appendf(nil, "k%d", i)
+			err := c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: key}, &res)
+			if err == nil && (res.Len() != 1 || string(res.Record(0).Value) != "value-of-"+string(key)) {
+				err = fmt.Errorf("waiter %d got %d records", i, res.Len())
+			}
+			errs <- err
+		}()
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if reqs, _ := c.InFlight(testZone); reqs == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			reqs, _ := c.InFlight(testZone)
+			t.Fatalf("%d of %d Do calls in flight", reqs, n)
+		}
+	}
+	per := float64(inUse()-before) / float64(n)
+	for answered := 0; answered < n; {
+		answered += answer()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return per
+}
+
+// inUse returns the heap and goroutine-stack bytes in use after a GC.
+func inUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
+}
+
+// ExampleClient_Do is what most Go code wants: a blocking read with a
+// context, its records in a reusable Result. Proxy a is silent, so the
+// read is quietly re-sent to b; the caller just gets the answer.
+func ExampleClient_Do() {
+	tr := retrytest.NewTransport()
+	a := retry.Proxy{Host: "10.0.0.1", Port: 9000}
+	b := retry.Proxy{Host: "10.0.0.2", Port: 9000}
+	tr.SetHandler(b, retrytest.Serve(retrytest.Data{StreamLen: 3}, 1))
+	c, _ := retry.New(retry.Config{Transport: tr})
+	defer c.Close()
+	zone := retry.Zone{AppID: 2, ZoneID: 3}
+	_ = c.ApplyRoute(zone, []retry.Proxy{a, b},
+		"tcp://10.0.0.9:9000;conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=2")
+	_ = c.SetReadRetryTimeout(30*time.Millisecond, 60*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var res retry.Result // reuse it: its buffers are kept
+	for _, key := range []string{"alice", "bob"} {
+		if err := c.Do(ctx, zone, &retry.Request{Command: wire.CmdGet, Table: "players", Key: []byte(key)}, &res); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%s: %s\n", key, res.Record(0).Value)
+	}
+	// An index read streamed in three packets: every record once, in order.
+	if err := c.Do(ctx, zone, &retry.Request{Command: wire.CmdGetByPartKey, Key: []byte("guild")}, &res); err == nil {
+		for i := range res.Len() {
+			r := res.Record(i)
+			fmt.Printf("  #%d %s = %s\n", r.Tag, r.Key, r.Value)
+		}
+	}
+	// Output:
+	// alice: value-of-alice
+	// bob: value-of-bob
+	//   #0 guild/0 = rec-0
+	//   #1 guild/1 = rec-1
+	//   #2 guild/2 = rec-2
+}
+
+// TestR20DoSequential: many Do calls in a row on one client, each checked,
+// while Do's own Driver polls beside the callers' polls: a waiter that the
+// Driver finishes just before its caller takes the poller lock must still
+// consume its wake-up, or the next call on that waiter would return early
+// with an empty result.
+func TestR20DoSequential(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, _, _ := doClient(t, 0, "a", "b")
+	defer c.Close()
+	var res retry.Result
+	n := 20_000
+	if raceEnabled {
+		n = 2_000
+	}
+	for i := range n {
+		key := fmt.Appendf(nil, "k%d", i)
+		if err := c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: key}, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Len() != 1 || string(res.Record(0).Value) != "value-of-"+string(key) {
+			t.Fatalf("call %d: %d records", i, res.Len())
+		}
+	}
+}
