@@ -295,7 +295,9 @@ func TestR20DoClose(t *testing.T) {
 	tr.SetHandler(px[0], nil)
 	errs := make(chan error, 10)
 	for range 10 {
-		go func() { errs <- c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, nil) }()
+		go func() {
+			errs <- c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, nil)
+		}()
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		if reqs, _ := c.InFlight(testZone); reqs == 10 {
