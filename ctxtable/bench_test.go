@@ -14,9 +14,10 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// benchMeta is shaped like the engine's context (DESIGN.md step 1): command,
-// class, segment unit, retries used, up to 9 tried proxy ids, first-send
-// time, async ID, timer handle, next position. 96 bytes, no pointers.
+// benchMeta is shaped like the engine's context (docs/design.md, "One read,
+// end to end", step 1): command, class, segment unit, retries used, up to 9
+// tried proxy ids, first-send time, async ID, timer handle, next position.
+// 96 bytes, no pointers.
 type benchMeta struct {
 	Command     uint16
 	Class       uint8

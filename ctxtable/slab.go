@@ -10,8 +10,8 @@ import (
 // garbage collector marks as one object each and never scans. A chunk is cut
 // into equal blocks (meta slots, or payload blocks of one size class); a
 // block is named by a uint32 id = chunk<<shift | index, so the table's index
-// and the slot headers hold numbers, never pointers (DESIGN.md "Hot-path
-// rules", SPEC R15).
+// and the slot headers hold numbers, never pointers (docs/design.md,
+// "Hot-path rules"; SPEC R15).
 //
 // Chunk sizes follow the population: a new chunk holds about half as many
 // blocks as are in use (a power of two), from chunkMinBytes up to
