@@ -160,7 +160,6 @@ type Budget struct {
 	// Counters for Stats, written on the retry path and by advance, on
 	// their own cache line so that Request's loads of cur stay cheap.
 	_         [64]byte
-	denied    atomic.Uint64 // retries refused
 	granted   atomic.Uint64 // retries granted
 	cancelled atomic.Uint64 // grants given back by Reservation.Cancel
 	retired   atomic.Uint64 // requests of slots that were zeroed
@@ -181,8 +180,9 @@ type slot struct {
 // line: a goroutine adds to the shard its stack address picks, so
 // concurrent callers mostly write different lines.
 type shard struct {
-	n atomic.Uint64
-	_ [56]byte
+	n      atomic.Uint64
+	denied atomic.Uint64 // retries refused, counted here to keep refusals off shared lines
+	_      [48]byte
 }
 
 const (
@@ -354,7 +354,7 @@ func (b *Budget) reserve(k int64) (Reservation, bool) {
 		// swaps: a grant by another goroutine since makes the swap fail.
 		requests, older := b.window(k)
 		if float64(older+v&countMask+1) > b.allowance(requests) {
-			b.denied.Add(1)
+			b.shards[stackHint()&b.pick].denied.Add(1)
 			return Reservation{}, false
 		}
 		if w.CompareAndSwap(v, v+1) {
@@ -362,7 +362,7 @@ func (b *Budget) reserve(k int64) (Reservation, bool) {
 			return Reservation{b: b, k: k}, true
 		}
 	}
-	b.denied.Add(1)
+	b.shards[stackHint()&b.pick].denied.Add(1)
 	return Reservation{}, false
 }
 
@@ -533,6 +533,10 @@ func (b *Budget) Stats() Stats {
 		total += b.ring[i].requests.Load() & countMask
 	}
 	total += b.pending()
+	var denied uint64
+	for i := range b.shards {
+		denied += b.shards[i].denied.Load()
+	}
 	for {
 		last := b.reported.Load()
 		if total <= last {
@@ -547,7 +551,7 @@ func (b *Budget) Stats() Stats {
 		Requests:       total,
 		Retries:        b.granted.Load(),
 		Cancelled:      b.cancelled.Load(),
-		Denied:         b.denied.Load(),
+		Denied:         denied,
 		WindowRequests: requests,
 		WindowRetries:  retries,
 		Allowance:      b.allowance(requests),

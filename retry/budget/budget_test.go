@@ -252,7 +252,7 @@ func TestModel(t *testing.T) {
 		{Ratio: 0.1, Window: 1600 * time.Millisecond, Slots: 16, MinRetriesPerSecond: NoFloor},
 	}
 	seeds := 8
-	if testing.Short() {
+	if testing.Short() || raceEnabled { // sequential: the race detector adds nothing
 		seeds = 2
 	}
 	for ci, c := range configs {
