@@ -262,12 +262,12 @@ func New(c Config) (*Budget, error) {
 // Request records one request: a first attempt, never a retry. It never
 // fails, so a shared budget cannot refuse the first attempt of a call.
 //
-// It counts into the slot the budget last advanced to, and reads the clock
-// (advancing the ring) only when that slot's count reaches a power of two or
-// a multiple of 256. A request made after a slot boundary and before the
-// next clock reading therefore counts in the slot before: it leaves the
-// window a little early, which can only refuse a retry, never grant one
-// more. It allocates nothing.
+// It adds one to the caller's shard, which counts in the slot the budget
+// last advanced to, and reads the clock (advancing the ring) only when the
+// shard's count reaches a power of two or a multiple of 256. A request made
+// after a slot boundary and before the next clock reading therefore counts
+// in the slot before: it leaves the window a little early, which can only
+// refuse a retry, never grant one more. It allocates nothing.
 func (b *Budget) Request() {
 	n := b.shards[stackHint()&b.pick].n.Add(1)
 	if n&(n-1) == 0 || n&(sampleEvery-1) == 0 {
