@@ -4,50 +4,61 @@
 // that a quiet client can still retry at all. Over budget, a retry is skipped
 // and the caller returns the last error; first attempts are never refused.
 //
-// # Design
+// # The window
 //
-// The budget sits on every request's path, so recording a request is one
-// atomic add on a cache-line-padded shard and almost nothing else: no lock,
-// no allocation, and a clock read for only one request in 256 per shard. The
-// shard is chosen from the address of the caller's stack, which is stable for
-// a goroutine and differs between goroutines, so concurrent callers mostly
-// touch different cache lines (the effect of a per-P counter, without
-// linkname).
+// The window is a ring of Slots counters (16 by default), each covering
+// Window/Slots of time and holding the requests and the retries granted in
+// it. A retry is granted at time t when
 //
-// Request counts are monotonic totals. The sliding window is built from
-// marks — (time, requests so far, retries so far) — taken at most once per
-// slot (a sixteenth of the window) by the first caller to notice the new
-// slot: every retry check reads the clock, and so does one request in 256
-// per shard. The window's base is the newest mark at least one window old.
-// Requests in the window are then "total now − total at the base"; if the
-// base is older than a window (the client was quiet, so no marks were taken)
-// the count is scaled to one window assuming an even rate. Retries are not
-// scaled: a slot in which retries are checked always gets a mark, so a busy
-// client's retries leave the window within a slot of the right time; after
-// a quiet spell they leave it late (when a mark taken after them is a window
-// old), never early. Both errors err on the side of fewer retries.
+//	retries in the window + 1 ≤ Ratio × requests in the window + floor
 //
-// A retry is allowed when retries in the window + 1 ≤ Ratio × requests in the
-// window + MinRetriesPerSecond × window seconds. Reading every shard on every
-// retry check would bounce their cache lines between cores when a failing
-// downstream makes every call ask, so the check is split: once per tick (a
-// thousandth of the window, at least 1 ms) one caller recomputes the number
-// of retries still allowed, and the checks in between spend it with a
-// compare-and-swap on one mostly-read cache line. The allowance therefore
-// lags new requests by at most a tick, and retries granted while it is
-// recomputed may overshoot it by the number of goroutines racing. A
-// [Budget.Release] returns a retry that was granted but never sent.
+// where the window is t's slot and the Slots−1 before it, and the floor is
+// MinRetriesPerSecond × Window in seconds. A slot is zeroed when the clock
+// enters it again, one window later, so traffic older than the window grants
+// nothing, whatever came before: a burst followed by a silence leaves no
+// credit behind. What this guarantees, checked after every grant by a
+// model-based test against an exact sliding window:
 //
-// Time is read through Config.Clock, so tests drive a fake clock and need no
-// sleeping (golang.org/x/time/rate passes time in for the same reason). There
-// is no background goroutine.
+//   - retries granted in (t−Window+slot, t] ≤ Ratio × requests in
+//     (t−Window, t] + floor: the bound of SPEC B4, with at most one slot's
+//     worth of retries as slack (those granted in the window's first slot);
+//   - a request counts from the slot of the budget's latest clock reading
+//     before it, or a later one up to its own: never in a later slot than
+//     it happened, so it never stays in the window too long (see Cost).
+//
+// # Cost
+//
+// Request is on every call's path: one atomic add on one of Shards counters
+// (8 by default, each on its own cache line, picked by the address of the
+// caller's stack so that concurrent callers mostly write different lines),
+// with no lock and no allocation. The sharding stays because it measures
+// faster than one shared counter under b.RunParallel (bench/budget_test.go,
+// BenchmarkBudgetRecord); Shards: 1 is the plain counter. Request reads the
+// clock only when its shard's count reaches a power of two or a multiple of
+// 256; the ring then advances and takes the shards' counts into the slot
+// they were recorded in. A request recorded after a slot boundary and before
+// the next clock reading counts in the slot before — at most a slot early
+// for a client with a steady flow of requests — which leaves it in the
+// window a little less long: it can only refuse a retry, never grant one
+// more.
+//
+// TryRetry reads the clock (TryRetryAt takes it from the caller), sums the
+// ring and the shards, and claims the retry with a compare-and-swap on the
+// current slot's count, so concurrent grants in one slot never exceed what
+// the window allows. Grants racing across a slot boundary may each see the window just before
+// the other's grant: at most one retry per racing goroutine, at that
+// instant only.
+//
+// A budget at its defaults takes about 1 KiB (16 bytes a slot, 64 a shard);
+// an idle one costs nothing at all: there is no background goroutine and no
+// timer. Time is read through Config.Clock, so tests drive a fake clock and
+// need no sleeping.
 package budget
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -59,36 +70,36 @@ const (
 	DefaultRatio = 0.1
 	// DefaultWindow is the length of the sliding window.
 	DefaultWindow = 10 * time.Second
+	// DefaultSlots is the number of slots a window is divided into: the
+	// window slides in steps of Window/16.
+	DefaultSlots = 16
+	// DefaultShards is the number of request counters (see Config.Shards).
+	DefaultShards = 8
 	// DefaultMinRetriesPerSecond is the floor for quiet periods, in retries
 	// per second: 10 per second over a 10 s window is a reserve of 100
 	// retries, as in Finagle's RetryBudget.
 	DefaultMinRetriesPerSecond = 10
 )
 
+// Limits on a [Config].
+const (
+	// MaxRatio bounds Config.Ratio: a budget allowing more than 10 retries
+	// per request is a configuration mistake, not a budget.
+	MaxRatio = 10.0
+	// MaxSlots bounds Config.Slots (16 bytes of memory each).
+	MaxSlots = 256
+	// MaxShards bounds Config.Shards (64 bytes of memory each).
+	MaxShards = 256
+	// MinSlot is the shortest slot: Window must be at least Slots × MinSlot.
+	MinSlot = time.Millisecond
+	// MaxWindow bounds Config.Window, which keeps every slot's counts far
+	// below their 40-bit range.
+	MaxWindow = time.Hour
+)
+
 // NoFloor, given as Config.MinRetriesPerSecond, turns the floor off: retries
 // are then allowed only by Ratio.
 const NoFloor = -1.0
-
-// MaxRatio bounds Config.Ratio: a budget allowing more than 10 retries per
-// request is a configuration mistake, not a budget.
-const MaxRatio = 10.0
-
-// slots is the number of marks per window: the window slides in steps of
-// Window/slots. ringSize keeps two windows of marks.
-const (
-	slots    = 16
-	ringSize = 2 * slots
-)
-
-// maxShards bounds the request shards (8 per P, as a power of two): more
-// shards make two goroutines less likely to share one (their shard is a
-// hash of their stack address), and cost only a cache line each plus a
-// longer sum once per tick.
-const maxShards = 256
-
-// markEvery: one request in markEvery per shard reads the clock (see
-// Request). A power of two, so the test is a mask.
-const markEvery = 256
 
 // ErrInvalidConfig is wrapped by every error of [New].
 var ErrInvalidConfig = errors.New("budget: invalid config")
@@ -98,70 +109,100 @@ type Config struct {
 	// Ratio is the largest number of retries per request over the window,
 	// in (0, MaxRatio]; 0 means DefaultRatio (0.1).
 	Ratio float64
-	// Window is the length of the sliding window, at least 16 ms; 0 means
-	// DefaultWindow (10 s).
+	// Window is the length of the sliding window, from Slots × MinSlot to
+	// MaxWindow; 0 means DefaultWindow (10 s). It is rounded down to a
+	// multiple of Slots nanoseconds.
 	Window time.Duration
-	// MinRetriesPerSecond is the floor, in retries per second, that is
-	// allowed on top of Ratio so that a client with little traffic can still
-	// retry; 0 means DefaultMinRetriesPerSecond, NoFloor means none.
+	// Slots is the number of slots the window is divided into: a power of
+	// two from 2 to MaxSlots; 0 means DefaultSlots (16). More slots make the
+	// window slide in finer steps (less slack, see the package doc) and
+	// cost 16 bytes each, plus a little more work per TryRetry.
+	Slots int
+	// Shards is the number of counters concurrent Request calls spread
+	// over, each on its own 64-byte cache line: a power of two from 1 to
+	// MaxShards; 0 means DefaultShards (8). 1 is one shared counter: the
+	// least memory, and as fast while one goroutine at a time records.
+	// More shards make two cores less likely to write the same line, and
+	// add a load each to TryRetry.
+	Shards int
+	// MinRetriesPerSecond is the floor, in retries per second, allowed on
+	// top of Ratio so that a client with little traffic can still retry; 0
+	// means DefaultMinRetriesPerSecond, NoFloor means none.
 	MinRetriesPerSecond float64
 	// Clock returns the current time; nil means time.Now. Tests pass a fake
-	// clock. Only differences between readings are used (monotonic when the
-	// clock is time.Now); a clock that goes back is tolerated, the window
-	// just does not slide until it catches up.
+	// clock, and so does a caller that passes its own time to TryRetryAt.
+	// Only differences between readings are used (monotonic when the clock
+	// is time.Now); a clock that goes back is tolerated: the window waits
+	// for it to catch up.
 	Clock func() time.Time
 }
 
-// Budget is a retry budget shared by all calls of a client. It is safe for
-// concurrent use; create it with [New].
+// Budget is a retry budget shared by all calls of a client (or of a zone).
+// It is safe for concurrent use; create it with [New].
 type Budget struct {
+	// Read by every call, written never (cur: once per slot).
 	ratio  float64
-	floor  float64          // MinRetriesPerSecond × window seconds
-	window time.Duration    // sliding window length
-	slot   time.Duration    // window / slots
-	now    func() time.Time // nil: time.Since(origin), the monotonic clock
+	floor  float64       // MinRetriesPerSecond × window seconds
+	slot   time.Duration // window / slots
+	mask   int64         // slots − 1
+	now    func() time.Time
 	origin time.Time
+	ring   []slot  // len is a power of two
+	shards []shard // len is a power of two
+	pick   uintptr // len(shards) − 1
 
-	shards []shard // counters, len is a power of two
-	mask   uintptr
+	// cur is the newest slot number (time since origin / slot) the ring has
+	// been advanced to: every ring entry holds a slot of (cur−slots, cur]
+	// or a newer one. The shards hold the requests recorded since the last
+	// advance, which count in slot cur.
+	cur atomic.Int64
 
-	tick time.Duration // how often the tokens are recomputed
-
-	// tokens is the number of retries the window still allows, recomputed
-	// from the counters at most once per tick (at refillAt, time since
-	// origin) and spent by TryRetry in between. It and refillAt sit on
-	// their own cache line: TryRetry reads them on every call and they are
-	// written only when a retry is granted or once per tick.
-	_        [64]byte
-	tokens   atomic.Int64
-	refillAt atomic.Int64
-	_        [48]byte
-
-	epoch atomic.Int64 // the newest slot a mark was taken for
-	base  atomic.Pointer[mark]
-	ring  [ringSize]atomic.Pointer[mark]
+	// Counters for Stats, written on the retry path and by advance, on
+	// their own cache line so that Request's loads of cur stay cheap.
+	_         [64]byte
+	granted   atomic.Uint64 // retries granted
+	cancelled atomic.Uint64 // grants given back by Reservation.Cancel
+	retired   atomic.Uint64 // requests of slots that were zeroed
+	reported  atomic.Uint64 // largest Stats.Requests returned: keeps it monotonic
 }
 
-// shard holds one share of the counters on its own cache lines (128 bytes,
-// so that the adjacent-line prefetcher does not pair two shards either).
-// Totals are sums over shards; a goroutine writes only to its own shard.
+// slot holds the counts of one slot of time. Each word packs the slot's
+// number (its low 24 bits, as a tag) above a 40-bit count, so that a count
+// and the slot it belongs to change together in one atomic operation:
+// zeroing a slot for a new number is a compare-and-swap, and a retry is
+// claimed with a compare-and-swap that fails if the slot was zeroed under it.
+type slot struct {
+	requests atomic.Uint64
+	retries  atomic.Uint64 // granted, minus cancelled
+}
+
+// shard counts requests recorded since the last advance, on its own cache
+// line: a goroutine adds to the shard its stack address picks, so
+// concurrent callers mostly write different lines.
 type shard struct {
-	requests atomic.Int64 // first attempts
-	retries  atomic.Int64 // retries granted minus released
-	denied   atomic.Int64 // retries refused
-	_        [104]byte
+	n      atomic.Uint64
+	denied atomic.Uint64 // retries refused, counted here to keep refusals off shared lines
+	_      [48]byte
 }
 
-// mark is an immutable snapshot of the totals, taken once per slot.
-type mark struct {
-	at       time.Duration // since origin
-	requests int64
-	retries  int64
-}
+const (
+	countBits = 40
+	countMask = 1<<countBits - 1
+	tagBits   = 64 - countBits
+)
+
+// tagOf returns slot number k's tag with a zero count.
+func tagOf(k int64) uint64 { return uint64(k) << countBits }
+
+// sameSlot reports whether word v belongs to slot number k.
+func sameSlot(v uint64, k int64) bool { return v>>countBits == uint64(k)&(1<<tagBits-1) }
+
+// sampleEvery: past the first powers of two, Request reads the clock once
+// per sampleEvery requests in a slot. A power of two (the test is a mask).
+const sampleEvery = 256
 
 // New returns a budget for c, or an error wrapping [ErrInvalidConfig] if a
-// field is out of range (negative or NaN ratio, ratio above MaxRatio, window
-// below 16 ms, negative floor other than NoFloor).
+// field is out of range (see [Config]).
 func New(c Config) (*Budget, error) {
 	ratio := c.Ratio
 	switch {
@@ -170,12 +211,26 @@ func New(c Config) (*Budget, error) {
 	case !(ratio > 0) || ratio > MaxRatio:
 		return nil, fmt.Errorf("%w: Ratio %v is not in (0, %v]", ErrInvalidConfig, c.Ratio, MaxRatio)
 	}
+	slots := c.Slots
+	switch {
+	case slots == 0:
+		slots = DefaultSlots
+	case slots < 2 || slots > MaxSlots || slots&(slots-1) != 0:
+		return nil, fmt.Errorf("%w: Slots %d is not a power of two in [2, %d]", ErrInvalidConfig, c.Slots, MaxSlots)
+	}
+	shards := c.Shards
+	switch {
+	case shards == 0:
+		shards = DefaultShards
+	case shards < 1 || shards > MaxShards || shards&(shards-1) != 0:
+		return nil, fmt.Errorf("%w: Shards %d is not a power of two in [1, %d]", ErrInvalidConfig, c.Shards, MaxShards)
+	}
 	window := c.Window
 	switch {
 	case window == 0:
 		window = DefaultWindow
-	case window < slots*time.Millisecond:
-		return nil, fmt.Errorf("%w: Window %v is below %v", ErrInvalidConfig, c.Window, slots*time.Millisecond)
+	case window < time.Duration(slots)*MinSlot || window > MaxWindow:
+		return nil, fmt.Errorf("%w: Window %v is not in [%v, %v] for %d slots", ErrInvalidConfig, c.Window, time.Duration(slots)*MinSlot, MaxWindow, slots)
 	}
 	perSecond := c.MinRetriesPerSecond
 	switch {
@@ -190,125 +245,240 @@ func New(c Config) (*Budget, error) {
 	if c.Clock != nil {
 		origin = c.Clock()
 	}
-	n := 1
-	for n < 8*runtime.GOMAXPROCS(0) && n < maxShards {
-		n <<= 1
-	}
-	b := &Budget{
+	d := window / time.Duration(slots)
+	return &Budget{
 		ratio:  ratio,
-		floor:  perSecond * window.Seconds(),
-		window: window,
-		slot:   window / slots,
-		tick:   min(max(window/1000, time.Millisecond), window/slots),
+		floor:  perSecond * (d * time.Duration(slots)).Seconds(),
+		slot:   d,
+		mask:   int64(slots - 1),
 		now:    c.Clock,
 		origin: origin,
-		shards: make([]shard, n),
-		mask:   uintptr(n - 1),
-	}
-	first := &mark{}
-	b.base.Store(first)
-	b.ring[0].Store(first)
-	return b, nil
+		ring:   make([]slot, slots),
+		shards: make([]shard, shards),
+		pick:   uintptr(shards - 1),
+	}, nil
 }
 
 // Request records one request: a first attempt, never a retry. It never
-// fails, so a shared budget cannot refuse the first attempt of a call. It is
-// one atomic add on the caller's shard; one request in markEvery per shard
-// also reads the clock so that the window has marks in busy periods without
-// retries. It allocates nothing (a mark, once per slot, aside).
+// fails, so a shared budget cannot refuse the first attempt of a call.
+//
+// It adds one to the caller's shard, which counts in the slot the budget
+// last advanced to, and reads the clock (advancing the ring) only when the
+// shard's count reaches a power of two or a multiple of 256. A request made
+// after a slot boundary and before the next clock reading therefore counts
+// in the slot before: it leaves the window a little early, which can only
+// refuse a retry, never grant one more. It allocates nothing.
 func (b *Budget) Request() {
-	if b.shards[stackHint()&b.mask].requests.Add(1)%markEvery == 0 {
-		b.observe(b.elapsed())
+	n := b.shards[stackHint()&b.pick].n.Add(1)
+	if n&(n-1) == 0 || n&(sampleEvery-1) == 0 {
+		b.advance(b.slotOf(b.elapsed()))
 	}
 }
 
 // TryRetry reports whether one more retry fits in the budget, and if so
-// counts it. A caller that gets true and then does not send the retry (its
-// context ended during the backoff, say) must call [Budget.Release] once.
-// A retry that is sent stays counted whatever its outcome, because it reached
-// the downstream.
-//
-// It reads the clock, and once per tick (a thousandth of the window, at
-// least 1 ms) recomputes how many retries the window allows from the
-// counters; in between it spends that allowance with one compare-and-swap,
-// and a refusal writes only to the caller's own shard. Requests recorded
-// since the last recomputation count from the next one: the allowance lags
-// the traffic by at most a tick.
+// counts it. A retry that is granted stays counted for a window whatever its
+// outcome, because it reached the downstream; a caller that may end up not
+// sending it uses [Budget.Reserve] instead. It reads the clock once and
+// allocates nothing.
 func (b *Budget) TryRetry() bool {
-	return b.tryRetry(b.elapsed())
+	_, ok := b.reserve(b.slotOf(b.elapsed()))
+	return ok
 }
 
-// TryRetryAt is TryRetry at time now, for callers that already hold the
-// current time (a poll loop's cached clock): it saves the clock read, which
-// is most of TryRetry's cost. now must come from the budget's clock
-// (Config.Clock, or time.Now by default) and should not run far ahead of it.
+// TryRetryAt is TryRetry at time now, for a caller that already holds the
+// current time (a poll loop's cached clock): it saves the clock read. now
+// must come from the budget's clock (Config.Clock, or time.Now by default);
+// a time behind the budget's latest reading counts as that reading.
 func (b *Budget) TryRetryAt(now time.Time) bool {
-	return b.tryRetry(max(now.Sub(b.origin), 0))
+	_, ok := b.reserve(b.slotOf(max(now.Sub(b.origin), 0)))
+	return ok
 }
 
-func (b *Budget) tryRetry(at time.Duration) bool {
-	if int64(at) >= b.refillAt.Load() {
-		b.refill(at)
-	}
-	for t := b.tokens.Load(); t > 0; t = b.tokens.Load() {
-		if b.tokens.CompareAndSwap(t, t-1) {
-			b.shards[stackHint()&b.mask].retries.Add(1)
-			return true
-		}
-	}
-	b.shards[stackHint()&b.mask].denied.Add(1)
-	return false
+// Reserve is TryRetry for a caller that may not send the retry after all
+// (its context ends during the backoff): if ok, the retry is counted and r
+// can give it back with [Reservation.Cancel].
+func (b *Budget) Reserve() (r Reservation, ok bool) {
+	return b.reserve(b.slotOf(b.elapsed()))
 }
 
-// refill recomputes the tokens for time at; one caller per tick does it.
-// Retries granted between reading the counters and storing the tokens are
-// not subtracted, so racing grants can overshoot the allowance by at most
-// their number.
-func (b *Budget) refill(at time.Duration) {
-	due := b.refillAt.Load()
-	if int64(at) < due || !b.refillAt.CompareAndSwap(due, int64(at+b.tick)) {
+// ReserveAt is Reserve at time now, with now as for [Budget.TryRetryAt].
+func (b *Budget) ReserveAt(now time.Time) (r Reservation, ok bool) {
+	return b.reserve(b.slotOf(max(now.Sub(b.origin), 0)))
+}
+
+// Reservation is a retry granted by [Budget.Reserve]: the budget and the
+// slot it counts in. The zero value is a reservation of nothing.
+type Reservation struct {
+	b *Budget
+	k int64 // slot number
+}
+
+// Cancel gives the retry back: it no longer counts against the window. Call
+// it at most once, and only for a retry that was not sent. It reads the
+// clock: a retry granted in a slot that has left the window by then has
+// nothing to give back.
+func (r Reservation) Cancel() {
+	if r.b == nil || r.b.advance(r.b.slotOf(r.b.elapsed()))-r.b.mask > r.k {
 		return
 	}
-	requests, retries := b.inWindow(at, b.observe(at))
-	allowed := math.Floor(b.allowance(requests) - float64(retries))
-	b.tokens.Store(int64(max(allowed, 0)))
-}
-
-// Release returns one retry granted by [Budget.TryRetry] that was not sent.
-// Calling it more often than TryRetry granted retries undercounts retries.
-func (b *Budget) Release() {
-	b.shards[stackHint()&b.mask].retries.Add(-1)
-	b.tokens.Add(1)
-}
-
-// Stats is a snapshot of a budget, for metrics and tests.
-type Stats struct {
-	// Requests is the estimated number of requests in the window.
-	Requests float64
-	// Retries is the number of retries granted in the window (not released).
-	Retries int64
-	// Allowance is Ratio × Requests + floor: the retries the window allows.
-	Allowance float64
-	// Denied counts every retry refused since the budget was created.
-	Denied int64
-}
-
-// Stats returns the budget's current window. It reads the clock and may take
-// a mark, like TryRetry, but grants nothing.
-func (b *Budget) Stats() Stats {
-	at := b.elapsed()
-	requests, retries := b.inWindow(at, b.observe(at))
-	return Stats{
-		Requests:  requests,
-		Retries:   retries,
-		Allowance: b.allowance(requests),
-		Denied:    b.denied(),
+	w := &r.b.ring[r.k&r.b.mask].retries
+	for {
+		v := w.Load()
+		if !sameSlot(v, r.k) || v&countMask == 0 {
+			return
+		}
+		if w.CompareAndSwap(v, v-1) {
+			r.b.cancelled.Add(1)
+			return
+		}
 	}
+}
+
+// maxClaims bounds the compare-and-swap attempts of one reserve: past it
+// (only under extreme contention) the retry is refused, which is safe.
+const maxClaims = 1000
+
+// reserve grants a retry at slot number k (or the budget's latest, if
+// later) if the window allows it.
+func (b *Budget) reserve(k int64) (Reservation, bool) {
+	for try := 0; try < maxClaims; try++ {
+		k = b.advance(k)
+		w := &b.ring[k&b.mask].retries
+		v := w.Load()
+		if !sameSlot(v, k) {
+			// The ring moved past k under us: start again from its slot.
+			k = b.cur.Load()
+			continue
+		}
+		// The current slot's retries are taken from v, the word the claim
+		// swaps: a grant by another goroutine since makes the swap fail.
+		requests, older := b.window(k)
+		if float64(older+v&countMask+1) > b.allowance(requests) {
+			b.shards[stackHint()&b.pick].denied.Add(1)
+			return Reservation{}, false
+		}
+		if w.CompareAndSwap(v, v+1) {
+			b.granted.Add(1)
+			return Reservation{b: b, k: k}, true
+		}
+	}
+	b.shards[stackHint()&b.pick].denied.Add(1)
+	return Reservation{}, false
+}
+
+// advance moves the ring forward to slot number k and returns the budget's
+// slot number: k, or a later one another goroutine advanced to. It moves the
+// shards' requests into slot cur (where they were recorded: the caller read
+// the clock before it swapped them out, so a request still in a shard was
+// recorded in slot cur or later), zeroes the slots that enter the window,
+// then moves cur. Any goroutine may advance, several at once: each takes
+// the shard counts it swaps out, and each slot is zeroed by a
+// compare-and-swap that succeeds once per slot number.
+func (b *Budget) advance(k int64) int64 {
+	for {
+		c := b.cur.Load()
+		if k <= c {
+			return c
+		}
+		var n uint64
+		for i := range b.shards {
+			n += b.shards[i].n.Swap(0)
+		}
+		if n > 0 {
+			b.addRequests(c, n)
+		}
+		for j := max(c+1, k-b.mask); j <= k; j++ {
+			s := &b.ring[j&b.mask]
+			if n, ok := zero(&s.requests, c, j); ok {
+				b.retired.Add(n)
+			}
+			zero(&s.retries, c, j)
+		}
+		if b.cur.CompareAndSwap(c, k) {
+			return k
+		}
+	}
+}
+
+// addRequests adds n requests to slot number c. If the ring has moved a
+// window past c meanwhile, they are older than the window: they go straight
+// to the retired total.
+func (b *Budget) addRequests(c int64, n uint64) {
+	w := &b.ring[c&b.mask].requests
+	for {
+		v := w.Load()
+		if !sameSlot(v, c) {
+			b.retired.Add(n)
+			return
+		}
+		if w.CompareAndSwap(v, v+n) {
+			return
+		}
+	}
+}
+
+// zero sets w to slot number j with a zero count, unless it already holds j
+// or a later slot, and returns the count it replaced. c is the ring's slot
+// number when the caller started: every word holds a slot after c−slots, so
+// the 24-bit tag is read relative to c.
+func zero(w *atomic.Uint64, c, j int64) (uint64, bool) {
+	for {
+		v := w.Load()
+		held := c + int64(int32(uint32(v>>countBits)-uint32(c))<<8>>8)
+		if held >= j {
+			return 0, false
+		}
+		if w.CompareAndSwap(v, tagOf(j)) {
+			return v & countMask, true
+		}
+	}
+}
+
+// window sums the requests in the window that ends with slot number k, the
+// budget's, and the retries in its slots before k. A ring entry holding
+// another slot (one zeroed for a later number by a goroutine ahead of this
+// one) counts nothing. The shards are read after the ring: requests moved
+// from a shard to the ring in between are missed, never counted twice.
+func (b *Budget) window(k int64) (requests, older uint64) {
+	for j := k - b.mask; j <= k; j++ {
+		s := &b.ring[j&b.mask]
+		if v := s.requests.Load(); sameSlot(v, j) {
+			requests += v & countMask
+		}
+		if v := s.retries.Load(); j < k && sameSlot(v, j) {
+			older += v & countMask
+		}
+	}
+	return requests + b.pending(), older
+}
+
+// pending sums the shards: the requests recorded since the last advance.
+func (b *Budget) pending() uint64 {
+	var n uint64
+	for i := range b.shards {
+		n += b.shards[i].n.Load()
+	}
+	return n
+}
+
+// stackHint returns a number that is stable for the calling goroutine (at a
+// given call depth) and differs between goroutines: a hash of an address on
+// its stack. Stacks are at least 2 KiB apart, so the low 11 bits are dropped
+// before mixing. Any value is correct; it only spreads the writes.
+func stackHint() uintptr {
+	var x byte
+	h := uint64(uintptr(unsafe.Pointer(&x)) >> 11)
+	return uintptr((h * 0x9E3779B97F4A7C15) >> 56) // 8 bits: MaxShards
+}
+
+// allowance is how many retries a window with this many requests allows:
+// the ratio of them plus the floor (SPEC B4).
+func (b *Budget) allowance(requests uint64) float64 {
+	return b.ratio*float64(requests) + b.floor
 }
 
 // elapsed returns the clock reading as time since origin (0 if the clock
-// went back before origin). Readings from different goroutines may be out
-// of order by a little; observe and window tolerate that.
+// went back before origin).
 func (b *Budget) elapsed() time.Duration {
 	if b.now == nil {
 		// time.Since reads only the monotonic clock: half the cost of
@@ -318,85 +488,72 @@ func (b *Budget) elapsed() time.Duration {
 	return max(b.now().Sub(b.origin), 0)
 }
 
-// observe returns the window base for time at, taking a mark first if at is
-// in a slot no mark was taken for yet. One caller per slot wins the mark; the
-// others keep using the current base, which is at most one slot stale.
-func (b *Budget) observe(at time.Duration) *mark {
-	e := int64(at / b.slot)
-	last := b.epoch.Load()
-	if e <= last || !b.epoch.CompareAndSwap(last, e) {
-		return b.base.Load()
+func (b *Budget) slotOf(d time.Duration) int64 { return int64(d / b.slot) }
+
+// Stats is a snapshot of a budget's counts, for metrics (a Prometheus
+// collector exports the totals as counters and the window as gauges) and
+// tests. All fields are counts.
+type Stats struct {
+	// Requests is the number of requests recorded since the budget was
+	// created. It never decreases between snapshots; requests recorded
+	// while the snapshot is taken may show only in the next one.
+	Requests uint64
+	// Retries is the number of retries granted since the budget was
+	// created, cancelled ones included.
+	Retries uint64
+	// Cancelled is the number of granted retries given back with
+	// Reservation.Cancel since the budget was created.
+	Cancelled uint64
+	// Denied is the number of retries refused since the budget was created.
+	Denied uint64
+	// WindowRequests is the number of requests in the current window.
+	WindowRequests uint64
+	// WindowRetries is the number of retries granted in the current window
+	// and not cancelled.
+	WindowRetries uint64
+	// Allowance is Ratio × WindowRequests + the floor: the most retries the
+	// current window allows (fractional; a retry needs a whole one).
+	Allowance float64
+}
+
+// Stats returns a snapshot of the budget. It takes no lock: it reads the
+// clock, advances the ring like TryRetry, and reads the counters one by one,
+// so it is consistent per field, not across fields. It grants nothing.
+func (b *Budget) Stats() Stats {
+	k := b.advance(b.slotOf(b.elapsed()))
+	requests, retries := b.window(k)
+	if v := b.ring[k&b.mask].retries.Load(); sameSlot(v, k) {
+		retries += v & countMask
 	}
-	requests, retries := b.totals()
-	m := &mark{at: at, requests: requests, retries: retries}
-	b.ring[e%ringSize].Store(m)
-	// The base is the newest mark at least one window old; the previous base
-	// is a candidate too, so a mark evicted from the ring is not missed. With
-	// none old enough (a young budget), the oldest mark is the best known.
-	prev := b.base.Load()
-	best, oldest := (*mark)(nil), prev
-	if prev.at <= at-b.window {
-		best = prev
-	}
+	// retired first, then the ring, then the shards: counts moved between
+	// them meanwhile are missed (counted in the next snapshot), never
+	// counted twice.
+	total := b.retired.Load()
 	for i := range b.ring {
-		c := b.ring[i].Load()
-		if c == nil {
-			continue
-		}
-		if c.at <= at-b.window && (best == nil || c.at > best.at) {
-			best = c
-		}
-		if c.at < oldest.at {
-			oldest = c
-		}
+		total += b.ring[i].requests.Load() & countMask
 	}
-	if best == nil {
-		best = oldest
-	}
-	b.base.Store(best)
-	return best
-}
-
-// inWindow returns the requests (estimated) and retries in the window ending at
-// at, given its base mark.
-func (b *Budget) inWindow(at time.Duration, base *mark) (requests float64, retries int64) {
-	total, granted := b.totals()
-	requests = float64(max(total-base.requests, 0))
-	if span := at - base.at; span > b.window {
-		// No mark in the window's first slot: the base is older, so assume
-		// the requests since it came at an even rate.
-		requests *= float64(b.window) / float64(span)
-	}
-	return requests, max(granted-base.retries, 0)
-}
-
-// totals sums the request and retry counters over the shards. The sum is
-// not a snapshot (shards are read one by one), which is fine for a budget.
-func (b *Budget) totals() (requests, retries int64) {
+	total += b.pending()
+	var denied uint64
 	for i := range b.shards {
-		requests += b.shards[i].requests.Load()
-		retries += b.shards[i].retries.Load()
+		denied += b.shards[i].denied.Load()
 	}
-	return requests, retries
-}
-
-func (b *Budget) denied() int64 {
-	var n int64
-	for i := range b.shards {
-		n += b.shards[i].denied.Load()
+	for {
+		last := b.reported.Load()
+		if total <= last {
+			total = last
+			break
+		}
+		if b.reported.CompareAndSwap(last, total) {
+			break
+		}
 	}
-	return n
+	return Stats{
+		Requests:       total,
+		Retries:        b.granted.Load(),
+		Cancelled:      b.cancelled.Load(),
+		Denied:         denied,
+		WindowRequests: requests,
+		WindowRetries:  retries,
+		Allowance:      b.allowance(requests),
+	}
 }
-
-// stackHint returns a number that is stable for the calling goroutine and
-// differs between goroutines: a hash of an address on its stack. Stacks are
-// at least 2 KiB apart, so the low 11 bits are dropped before mixing.
-func stackHint() uintptr {
-	var x byte
-	h := uint64(uintptr(unsafe.Pointer(&x)) >> 11)
-	return uintptr((h * 0x9E3779B97F4A7C15) >> 56) // 8 bits: maxShards
-}
-
-// allowance is how many retries the window allows for its requests: the
-// ratio of them plus the floor (SPEC B4).
-func (b *Budget) allowance(requests float64) float64 { return b.ratio*requests + b.floor }

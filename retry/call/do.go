@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readretry/readretry/retry/backoff"
+	"github.com/readretry/readretry/retry/budget"
 )
 
 // Do calls fn until it returns nil or the policy says stop (SPEC M1), and
@@ -41,7 +42,7 @@ func Do(ctx context.Context, p *Policy, fn func(context.Context) error) error {
 		p.budget.Request()
 	}
 	if p.timed {
-		_, err := valueTimed(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+		_, err := valueTimed(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }, nil)
 		return err
 	}
 	err := fn(ctx)
@@ -50,7 +51,7 @@ func Do(ctx context.Context, p *Policy, fn func(context.Context) error) error {
 	}
 	// Only the slow paths go through the generic loop: on the success path
 	// the adapter closure would cost Do a few ns (measured).
-	_, err = valueRetry(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }, struct{}{}, err)
+	_, err = valueRetry(ctx, p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }, nil, struct{}{}, err)
 	return err
 }
 
@@ -58,7 +59,13 @@ func Do(ctx context.Context, p *Policy, fn func(context.Context) error) error {
 // the value and error of the last attempt, with the error replaced as Do
 // describes; if the context is done before the first attempt it returns the
 // zero value and ctx.Err().
-func DoValue[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error)) (T, error) {
+//
+// With [RetryIf], an attempt that returns a nil error and a value the
+// predicate rejects is retried like a network error (SPEC M3); if the call
+// ends on such an attempt (attempts used up, budget refused, context done),
+// DoValue returns that value with [ErrRetryableResult] (or a *ContextError
+// wrapping it).
+func DoValue[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), opts ...ValueOption[T]) (T, error) {
 	if p == nil {
 		p = defaultPolicy
 	}
@@ -69,33 +76,43 @@ func DoValue[T any](ctx context.Context, p *Policy, fn func(context.Context) (T,
 	if p.budget != nil {
 		p.budget.Request()
 	}
+	retryIf := retryIfOf(opts)
 	if p.timed {
-		return valueTimed(ctx, p, fn)
+		return valueTimed(ctx, p, fn, retryIf)
 	}
 	v, err := fn(ctx)
-	if err == nil {
+	if err = judge(v, err, retryIf); err == nil {
 		return v, nil
 	}
-	return valueRetry(ctx, p, fn, v, err)
+	return valueRetry(ctx, p, fn, retryIf, v, err)
 }
 
-func valueTimed[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error)) (T, error) {
+// judge returns the error an attempt counts as: its own, or
+// ErrRetryableResult for a value retryIf rejects.
+func judge[T any](v T, err error, retryIf func(T) bool) error {
+	if err == nil && retryIf != nil && retryIf(v) {
+		return ErrRetryableResult
+	}
+	return err
+}
+
+func valueTimed[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), retryIf func(T) bool) (T, error) {
 	var r runner
 	v, err := fn(r.begin(ctx, p))
 	r.end()
-	if err == nil {
+	if err = judge(v, err, retryIf); err == nil {
 		return v, nil
 	}
-	return valueLoop(&r, fn, v, err)
+	return valueLoop(&r, fn, retryIf, v, err)
 }
 
-func valueRetry[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), v T, err error) (T, error) {
+func valueRetry[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), retryIf func(T) bool, v T, err error) (T, error) {
 	var r runner
 	r.resume(ctx, p)
-	return valueLoop(&r, fn, v, err)
+	return valueLoop(&r, fn, retryIf, v, err)
 }
 
-func valueLoop[T any](r *runner, fn func(context.Context) (T, error), v T, err error) (T, error) {
+func valueLoop[T any](r *runner, fn func(context.Context) (T, error), retryIf func(T) bool, v T, err error) (T, error) {
 	for {
 		actx, stop := r.next(err)
 		if stop != nil {
@@ -103,7 +120,7 @@ func valueLoop[T any](r *runner, fn func(context.Context) (T, error), v T, err e
 		}
 		v, err = fn(actx)
 		r.end()
-		if err == nil {
+		if err = judge(v, err, retryIf); err == nil {
 			return v, nil
 		}
 	}
@@ -112,11 +129,12 @@ func valueLoop[T any](r *runner, fn func(context.Context) (T, error), v T, err e
 // Wrap returns fn decorated with policy p (SPEC M1): the typed, reflection-
 // free form of seed 001's decorator, for any function of the shape
 // func(context.Context, Req) (Resp, error). The returned function behaves as
-// [DoValue] over fn(ctx, req) and allocates nothing per call when the first
-// attempt succeeds (Wrap itself allocates the closure once). p nil means the
-// defaults; p is fixed when Wrap is called.
-func Wrap[Req, Resp any](p *Policy, fn func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
+// [DoValue] over fn(ctx, req), opts included, and allocates nothing per call
+// when the first attempt succeeds (Wrap itself allocates the closure once).
+// p nil means the defaults; p and opts are fixed when Wrap is called.
+func Wrap[Req, Resp any](p *Policy, fn func(context.Context, Req) (Resp, error), opts ...ValueOption[Resp]) func(context.Context, Req) (Resp, error) {
 	p = orDefault(p)
+	retryIf := retryIfOf(opts)
 	return func(ctx context.Context, req Req) (Resp, error) {
 		if err := ctx.Err(); err != nil {
 			var zero Resp
@@ -126,15 +144,95 @@ func Wrap[Req, Resp any](p *Policy, fn func(context.Context, Req) (Resp, error))
 			p.budget.Request()
 		}
 		if p.timed {
-			return valueTimed(ctx, p, func(ctx context.Context) (Resp, error) { return fn(ctx, req) })
+			return valueTimed(ctx, p, func(ctx context.Context) (Resp, error) { return fn(ctx, req) }, retryIf)
 		}
 		resp, err := fn(ctx, req)
-		if err == nil {
+		if err = judge(resp, err, retryIf); err == nil {
 			return resp, nil
 		}
-		return valueRetry(ctx, p, func(ctx context.Context) (Resp, error) { return fn(ctx, req) }, resp, err)
+		return valueRetry(ctx, p, func(ctx context.Context) (Resp, error) { return fn(ctx, req) }, retryIf, resp, err)
 	}
 }
+
+// ValueOption configures how [DoValue], [Wrap] and [Retry] judge the values
+// of type T a call returns. Build one with [RetryIf].
+type ValueOption[T any] struct {
+	retryIf func(T) bool
+}
+
+// RetryIf retries an attempt that succeeded (nil error) but returned a value
+// for which pred is true — a business code in the response that says "try
+// again", seed 001's needRetryErr (SPEC M3). Such an attempt counts as a
+// network error ([ErrRetryableResult], class Network) for every rule of the
+// policy: the attempt bound, the delays, the budget, the flags of B5, the
+// non-critical switch. pred must be safe for concurrent use when the
+// decorated function is shared. With several RetryIf options the last wins.
+func RetryIf[T any](pred func(v T) bool) ValueOption[T] {
+	return ValueOption[T]{retryIf: pred}
+}
+
+func retryIfOf[T any](opts []ValueOption[T]) func(T) bool {
+	var f func(T) bool
+	for _, o := range opts {
+		if o.retryIf != nil {
+			f = o.retryIf
+		}
+	}
+	return f
+}
+
+// ErrRetryableResult is the error of an attempt whose value a [RetryIf]
+// predicate rejected. A call that ends on such an attempt returns the value
+// with this error, or with a *ContextError wrapping it: errors.Is(err,
+// ErrRetryableResult) reports that the predicate still wanted a retry when
+// the attempts, the budget or the context ran out. Its class is Network,
+// whatever the policy's classifier says.
+var ErrRetryableResult error = &classError{"call: the result still asks for a retry (RetryIf)", Network}
+
+// Attempts runs the retry loop of one call step by step, for a caller whose
+// attempt is not one function call: a gRPC stream, whose attempt goes on
+// after the call that opened it has returned (SPEC M2). It applies the
+// policy as [Do] does — budget, classes, flags, bounds, delays, context —
+// and numbers the attempts ([Attempt]). The zero value is ready for Begin.
+// An Attempts serves one call, from one goroutine at a time, and must not
+// be copied after Begin.
+type Attempts struct {
+	r runner
+}
+
+// Begin starts the call under ctx with policy p (nil: the defaults): it
+// records the request with the policy's budget and returns the context of
+// the first attempt — ctx itself, or a child carrying the attempt's RPC
+// timeout. It returns ctx.Err() if ctx is already done.
+func (a *Attempts) Begin(ctx context.Context, p *Policy) (context.Context, error) {
+	p = orDefault(p)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.budget != nil {
+		p.budget.Request()
+	}
+	return a.r.begin(ctx, p), nil
+}
+
+// Retry ends the current attempt, which failed with err, and decides whether
+// another is made. If so, it waits the delay and returns the next attempt's
+// context, which carries the attempt's number and RPC timeout. If not, it
+// returns the error the call ends with: err itself, or a [*ContextError]
+// when the context ended or its deadline would pass first (SPEC B7). After
+// an error the call is over: do not call Retry again.
+func (a *Attempts) Retry(err error) (context.Context, error) {
+	a.r.end()
+	return a.r.next(err)
+}
+
+// End ends the current attempt, releasing its RPC timeout: call it when the
+// attempt's work is over and the call succeeded (a stream read to its end).
+// End is idempotent.
+func (a *Attempts) End() { a.r.end() }
+
+// Number returns the number of the current attempt: 1 for the first.
+func (a *Attempts) Number() int { return a.r.made }
 
 // ContextError is returned when a call stops because its context ended
 // between attempts (SPEC B7). It wraps both errors: errors.Is(err,
@@ -175,6 +273,7 @@ type runner struct {
 	made   int       // attempts made
 	actx   *attemptCtx
 	cancel context.CancelFunc // the running attempt's timeout
+	grant  budget.Reservation // the budget's grant for the retry being waited for
 }
 
 // begin sets r up for a timed policy and returns the first attempt's context.
@@ -223,7 +322,7 @@ func (r *runner) next(err error) (context.Context, error) {
 // Retry-After, the context's deadline against the wait (B7), the budget
 // (B4). It returns the wait and the next attempt's RPC timeout, or the error
 // to end the call with. A budget grant is held from here on; proceed
-// releases it if the retry is not sent.
+// cancels it if the retry is not sent.
 func (r *runner) plan(err error) (wait, timeout time.Duration, stop error) {
 	p := r.p
 	if cerr := r.ctx.Err(); cerr != nil {
@@ -258,8 +357,12 @@ func (r *runner) plan(err error) (wait, timeout time.Duration, stop error) {
 	if deadline, ok := r.ctx.Deadline(); ok && time.Until(deadline) <= wait {
 		return 0, 0, r.contextError(context.DeadlineExceeded, err)
 	}
-	if p.budget != nil && !p.budget.TryRetry() {
-		return 0, 0, err
+	if p.budget != nil {
+		grant, ok := p.budget.Reserve()
+		if !ok {
+			return 0, 0, err
+		}
+		r.grant = grant
 	}
 	return wait, timeout, nil
 }
@@ -269,11 +372,10 @@ func (r *runner) plan(err error) (wait, timeout time.Duration, stop error) {
 // grant, since the retry was never sent).
 func (r *runner) proceed(last error, wait, timeout time.Duration) (context.Context, error) {
 	if cerr := r.sleep(wait); cerr != nil {
-		if r.p.budget != nil {
-			r.p.budget.Release()
-		}
+		r.grant.Cancel()
 		return nil, r.contextError(cerr, last)
 	}
+	r.grant = budget.Reservation{}
 	if r.actx == nil {
 		r.actx = &attemptCtx{Context: r.ctx}
 	}

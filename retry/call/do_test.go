@@ -327,8 +327,8 @@ func TestCancelledDuringBackoff(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("%d calls", calls.Load())
 	}
-	// The retry was granted by the budget, then not sent: released.
-	if s := b.Stats(); s.Retries != 0 || s.Requests != 1 {
+	// The retry was granted by the budget, then not sent: given back.
+	if s := b.Stats(); s.Retries != 1 || s.Cancelled != 1 || s.WindowRetries != 0 || s.Requests != 1 {
 		t.Fatalf("budget after cancel: %+v", s)
 	}
 	if want := "call: context canceled after 1 attempt, last error: connection reset"; err.Error() != want {

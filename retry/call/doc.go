@@ -9,7 +9,11 @@
 // returns a value, and [Wrap] decorates any func(context.Context, Req)
 // (Resp, error) — the typed replacement for the reflection decorator of seed
 // 001. [Retry] is the same as an [Endpoint] [Middleware] for RPC frameworks,
-// and [Transport] is a net/http RoundTripper.
+// and [Transport] is a net/http RoundTripper; package grpccall holds the
+// gRPC interceptors (SPEC M2), built on [Attempts], the same loop run step
+// by step. Besides errors, DoValue, Wrap and Retry can retry on the value
+// returned: [RetryIf] takes a predicate over it, such as a business code in
+// the response (SPEC M3).
 //
 // # The decision
 //
@@ -42,6 +46,11 @@
 // 001's scenario switch, set at the entrance and propagated to the whole
 // chain. [Handler] and [Receive] read the flags on the server side,
 // [Transport] and [Propagate] write them on the client side.
+//
+// The flags are trusted only from inside the system: a caller who can set
+// them can switch retries on (a retry flag) or off (an attempt number).
+// Services that outsiders reach read them with the [Edge] option, which
+// ignores incoming flags and makes every request the entrance (SPEC B5).
 //
 // # Cost
 //

@@ -22,11 +22,12 @@ func Chain[Req, Resp any](mws ...Middleware[Req, Resp]) Middleware[Req, Resp] {
 }
 
 // Retry is the client-side retry middleware: it wraps the endpoint with
-// [Wrap] under policy p (nil: the defaults). Put [Propagate] inside it, so
-// that each attempt carries its own attempt number.
-func Retry[Req, Resp any](p *Policy) Middleware[Req, Resp] {
+// [Wrap] under policy p (nil: the defaults) and opts ([RetryIf]). Put
+// [Propagate] inside it, so that each attempt carries its own attempt
+// number.
+func Retry[Req, Resp any](p *Policy, opts ...ValueOption[Resp]) Middleware[Req, Resp] {
 	return func(next Endpoint[Req, Resp]) Endpoint[Req, Resp] {
-		return Wrap(p, next)
+		return Wrap(p, next, opts...)
 	}
 }
 
@@ -48,14 +49,21 @@ func Propagate[Req, Resp any](carrier func(ctx context.Context, req Req) Carrier
 // CtxFlagMW): it reads the flags of the incoming request from its metadata,
 // found by carrier, into the context the handler runs with ([Extract]). A
 // request whose carrier is nil is treated as having no flags (entrance).
-func Receive[Req, Resp any](carrier func(ctx context.Context, req Req) Carrier) Middleware[Req, Resp] {
+//
+// Trust: the flags are believed as sent, as Extract explains. Use it
+// without [Edge] only where every caller is a service of the same system;
+// at a service that outsiders can call, pass Edge.
+func Receive[Req, Resp any](carrier func(ctx context.Context, req Req) Carrier, opts ...ServerOption) Middleware[Req, Resp] {
+	cfg := serverConfigOf(opts)
 	return func(next Endpoint[Req, Resp]) Endpoint[Req, Resp] {
 		return func(ctx context.Context, req Req) (Resp, error) {
-			c := carrier(ctx, req)
-			if c == nil {
-				c = noCarrier{}
+			var c Carrier = noCarrier{}
+			if !cfg.edge {
+				if from := carrier(ctx, req); from != nil {
+					c = from
+				}
 			}
-			return next(Extract(ctx, c), req)
+			return next(extract(ctx, c, cfg), req)
 		}
 	}
 }

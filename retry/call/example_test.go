@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"time"
 
 	"github.com/readretry/readretry/retry/backoff"
@@ -65,11 +68,32 @@ func ExampleWrap() {
 }
 
 func ExampleTransport() {
+	// A server on 127.0.0.1 that is unavailable for its first two requests
+	// and prints the flags each request arrived with (SPEC B5), as
+	// call.Handler hands them to the handler.
+	var served atomic.Int32
+	srv := httptest.NewServer(call.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := served.Add(1)
+		f, _ := call.FlagsFrom(r.Context())
+		fmt.Printf("server: %s=%s %s=%s -> attempt %d, retry %v, entrance %v\n",
+			call.HeaderAttempt, r.Header.Get(call.HeaderAttempt), call.HeaderFlag, r.Header.Get(call.HeaderFlag),
+			f.Attempt, f.IsRetry(), f.Entrance)
+		if n <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "hello")
+	})))
+	defer srv.Close()
+
 	b, _ := budget.New(budget.Config{}) // one per client: retries ≤ 10% of requests
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
 	client := &http.Client{Transport: &call.Transport{
+		Base: base,
 		Policy: call.MustPolicy(
 			call.WithSettings(backoff.Settings{
-				InitialRetryDelay: 50 * time.Millisecond, RetryDelayMultiplier: 2, MaxRetryDelay: time.Second,
+				InitialRetryDelay: 5 * time.Millisecond, RetryDelayMultiplier: 2, MaxRetryDelay: time.Second,
 				InitialRPCTimeout: 2 * time.Second, MaxRPCTimeout: 2 * time.Second,
 				TotalTimeout: 5 * time.Second, MaxAttempts: 3,
 			}),
@@ -77,16 +101,48 @@ func ExampleTransport() {
 		),
 		Replayable: call.IdempotentOrKeyed, // POSTs with an Idempotency-Key too
 	}}
-	// On the server side, call.Handler reads the flags of each request so
-	// that the handler's own calls know whether they may retry.
-	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		f, _ := call.FlagsFrom(r.Context())
-		_ = f.IsRetry()
-	})
-	srv := &http.Server{Handler: call.Handler(mux)}
-	fmt.Println(client.Transport != nil, srv.Handler != nil)
-	// Output: true true
+
+	// The entrance sets the scenario's retry flag; every attempt carries it.
+	ctx := call.WithRetryFlag(context.Background(), "checkout")
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	s := b.Stats()
+	fmt.Printf("client: %s %q; budget: %d request, %d retries\n", resp.Status, body, s.Requests, s.Retries)
+	// Output:
+	// server: X-Retry-Attempt=1 X-Retry-Flag=checkout -> attempt 1, retry false, entrance false
+	// server: X-Retry-Attempt=2 X-Retry-Flag=checkout -> attempt 2, retry true, entrance false
+	// server: X-Retry-Attempt=3 X-Retry-Flag=checkout -> attempt 3, retry true, entrance false
+	// client: 200 OK "hello"; budget: 1 request, 2 retries
+}
+
+// ExampleRetryIf retries on a business code in the response (SPEC M3, seed
+// 001's needRetryErr): "err_01" is retried, "ok" is not.
+func ExampleRetryIf() {
+	type Resp struct{ BizCode string }
+	answers := []string{"err_01", "ok"}
+	calls := 0
+	rpc := func(ctx context.Context, key string) (Resp, error) {
+		calls++
+		return Resp{BizCode: answers[min(calls, len(answers))-1]}, nil
+	}
+	get := call.Wrap(call.MustPolicy(call.WithBackoff(backoff.None{})), rpc,
+		call.RetryIf(func(r Resp) bool { return r.BizCode == "err_01" || r.BizCode == "err_02" }))
+
+	r, err := get(context.Background(), "k")
+	fmt.Println(r.BizCode, err, calls)
+
+	answers, calls = []string{"err_02"}, 0
+	r, err = get(context.Background(), "k")
+	fmt.Println(r.BizCode, errors.Is(err, call.ErrRetryableResult), calls)
+	// Output:
+	// ok <nil> 2
+	// err_02 true 3
 }
 
 func ExampleRetry() {

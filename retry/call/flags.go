@@ -109,8 +109,29 @@ func entrance(ctx context.Context) (Flags, bool) {
 // Extract returns ctx with the flags of an incoming request read from c
 // (server side of B5). A request without HeaderAttempt makes this service
 // the entrance; HeaderFlag is kept to be propagated further. Malformed values
-// never fail: see Flags.Attempt and MaxFlagLen.
-func Extract(ctx context.Context, c Carrier) context.Context {
+// never fail: see Flags.Attempt and MaxFlagLen. With [Edge], c is not read:
+// the request is the entrance, with no retry flag.
+//
+// Trust boundary: the flags are believed as sent. A caller can switch on
+// retries that a [RequireRetryFlag] policy keeps off (by sending HeaderFlag)
+// and switch off the entrance's retries (by sending HeaderAttempt: 2 makes
+// the request a retry, which is not retried again; 1 makes this service not
+// the entrance, which does not retry timeouts). So read flags without Edge
+// only from services of the same system; where outsiders can call, use Edge
+// (or strip the X-Retry-* headers at the proxy in front), the reason Envoy
+// strips its x-envoy-* retry headers from external requests.
+func Extract(ctx context.Context, c Carrier, opts ...ServerOption) context.Context {
+	var cfg serverConfig
+	if len(opts) > 0 {
+		cfg = serverConfigOf(opts)
+	}
+	return extract(ctx, c, cfg)
+}
+
+func extract(ctx context.Context, c Carrier, cfg serverConfig) context.Context {
+	if cfg.edge {
+		return WithFlags(ctx, Flags{Entrance: true})
+	}
 	var f Flags
 	if v := c.Get(HeaderAttempt); v == "" {
 		f.Entrance = true
@@ -121,6 +142,35 @@ func Extract(ctx context.Context, c Carrier) context.Context {
 		f.Flag = v
 	}
 	return WithFlags(ctx, f)
+}
+
+// ServerOption configures the server side of SPEC B5: [Handler], [Receive],
+// [Extract], and the gRPC server interceptors of package grpccall.
+type ServerOption func(*serverConfig)
+
+type serverConfig struct {
+	edge bool
+}
+
+func serverConfigOf(opts []ServerOption) serverConfig {
+	var c serverConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
+
+// Edge marks a server at the edge of the system, whose callers are outside
+// it — users, partners, the internet (SPEC B5, round 2). The retry flags of
+// its requests are ignored, whatever they say or omit (HeaderAttempt,
+// HeaderFlag): every request is the entrance of a call chain and carries no
+// retry flag, so its own calls retry exactly as their policies say. A
+// service that wants a retry flag for some requests sets its own with
+// [WithRetryFlag] in its handler; that flag is then propagated downstream.
+func Edge() ServerOption {
+	return func(c *serverConfig) { c.edge = true }
 }
 
 // ParseAttempt reads a HeaderAttempt value: a decimal attempt number from 1
@@ -140,6 +190,13 @@ func ParseAttempt(v string) int {
 // written.
 func Inject(ctx context.Context, c Carrier) {
 	inject(ctx, c, Attempt(ctx))
+}
+
+// InjectAttempt is [Inject] with the attempt number given: for a caller
+// that numbers attempts itself, such as an interceptor whose retry loop may
+// run inside another (the number then counts the outer attempts too).
+func InjectAttempt(ctx context.Context, c Carrier, attempt int) {
+	inject(ctx, c, attempt)
 }
 
 func inject(ctx context.Context, c Carrier, attempt int) {

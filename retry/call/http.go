@@ -35,7 +35,12 @@ const DefaultMaxDrain = 64 << 10
 //     closed; the last one is returned to the caller as it is, unread.
 //   - Retry-After (seconds or an HTTP date) on a retried response is
 //     honoured: the wait is at least that long, capped by the policy's
-//     [WithMaxRetryAfter] and cut short by the request's context (B7).
+//     [WithMaxRetryAfter].
+//   - When the request's context ends, or its deadline would pass before
+//     the next attempt could start, RoundTrip returns at once with a nil
+//     response and a [*ContextError] wrapping the context's error and the
+//     last attempt's (a [*StatusError] for a response), the last response
+//     drained and closed — what [Do] returns in the same case (B7).
 //   - Every attempt carries HeaderAttempt (its number, counting any retry
 //     loop around the request, see [Attempt]) and HeaderFlag when the
 //     request's context has a retry flag.
@@ -118,6 +123,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			failure = newStatusError(resp)
 		}
 		wait, timeout, stop := r.plan(failure)
+		if ce, ok := stop.(*ContextError); ok {
+			// The context ended, or its deadline would pass before the
+			// next attempt: the context's error, wrapping the last one,
+			// as from Do (B7); the last response is closed.
+			if resp != nil {
+				t.drain(resp)
+			}
+			r.end()
+			return nil, ce
+		}
 		if stop != nil {
 			// The loop ends before waiting: the caller gets the last
 			// response (or transport error) as it is.
@@ -298,8 +313,15 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 // each incoming request from its headers ([Extract]) into the request's
 // context, where the policies of the calls the handler makes find them.
 // Install it on every service that makes retried calls.
-func Handler(next http.Handler) http.Handler {
+//
+// Trust boundary: the headers are believed as sent (see Extract for what a
+// caller can switch with them). Install it without options only behind the
+// edge, where every caller is a service of the same system; on a service
+// that outsiders reach, install Handler(next, Edge()), which ignores their
+// X-Retry-* headers and makes each request the entrance.
+func Handler(next http.Handler, opts ...ServerOption) http.Handler {
+	cfg := serverConfigOf(opts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(Extract(r.Context(), r.Header)))
+		next.ServeHTTP(w, r.WithContext(extract(r.Context(), r.Header, cfg)))
 	})
 }

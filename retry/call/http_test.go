@@ -297,15 +297,72 @@ func TestTransportRetryAfter(t *testing.T) {
 			t.Errorf("Retry-After %q: waits %v, want %v (err %v)", c.header, s.d, c.want, err)
 		}
 	}
-	// A Retry-After past the context's deadline: the 503 is returned at once.
+	// A Retry-After past the context's deadline: RoundTrip returns at once
+	// with the context's error wrapping the 503, as Do does (B7).
 	p := mustPolicy(t, WithBackoff(backoff.None{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	f := &fakeRT{reply: failThen(1, http.StatusServiceUnavailable, "Retry-After", "20")}
 	resp, err := (&Transport{Base: f, Policy: p, MaxDrain: -1}).RoundTrip(mustRequest(t, ctx, "GET", "http://svc/", nil))
-	if err != nil || resp.StatusCode != 503 || f.count() != 1 {
+	var se *StatusError
+	if resp != nil || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &se) || se.Code != 503 || f.count() != 1 {
 		t.Fatalf("resp %v, err %v, %d attempts", resp, err, f.count())
 	}
+	if !f.answers[0].closed.Load() {
+		t.Fatal("503 body not closed")
+	}
+}
+
+// TestTransportDeadlineBeforeBackoff is issue 13's input (SPEC B7): a server
+// answering 503, a request context with a 200 ms deadline, a 1 s backoff.
+// RoundTrip returns what Do returns: no response, a *ContextError wrapping
+// context.DeadlineExceeded and the 503, the 503's body closed, and no sleep
+// into the deadline.
+func TestTransportDeadlineBeforeBackoff(t *testing.T) {
+	p := mustPolicy(t, WithBackoff(backoff.Constant{Wait: time.Second}))
+	check := func(t *testing.T, resp *http.Response, err error, took time.Duration) {
+		t.Helper()
+		var ce *ContextError
+		var se *StatusError
+		if resp != nil || !errors.As(err, &ce) || !errors.Is(err, context.DeadlineExceeded) ||
+			!errors.As(err, &se) || se.Code != http.StatusServiceUnavailable || ce.Attempts != 1 {
+			t.Fatalf("resp %v, err %v", resp, err)
+		}
+		if took >= time.Second {
+			t.Fatalf("returned after %v: slept into the backoff", took)
+		}
+	}
+	t.Run("fake transport", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		f := &fakeRT{reply: failThen(100, http.StatusServiceUnavailable)}
+		start := time.Now()
+		resp, err := (&Transport{Base: f, Policy: p}).RoundTrip(mustRequest(t, ctx, "GET", "http://svc/", nil))
+		check(t, resp, err, time.Since(start))
+		if f.count() != 1 || !f.answers[0].closed.Load() {
+			t.Fatalf("%d attempts, body closed %v", f.count(), f.answers[0].closed.Load())
+		}
+	})
+	t.Run("loopback server", func(t *testing.T) {
+		var hits atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "busy")
+		}))
+		defer srv.Close()
+		base := &http.Transport{}
+		defer base.CloseIdleConnections()
+		client := &http.Client{Transport: &Transport{Base: base, Policy: p}}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		resp, err := client.Do(mustRequest(t, ctx, "GET", srv.URL, nil))
+		check(t, resp, err, time.Since(start))
+		if hits.Load() != 1 {
+			t.Fatalf("%d requests", hits.Load())
+		}
+	})
 }
 
 func TestTransportCancelDuringBackoff(t *testing.T) {

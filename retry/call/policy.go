@@ -284,7 +284,10 @@ func (p *Policy) Retryable(ctx context.Context, err error) bool {
 	if f.IsRetry() || (p.requireFlag && f.Flag == "") {
 		return false
 	}
-	class := p.classify(err)
+	class := Network // a result RetryIf rejected: no classifier overrides it
+	if err != ErrRetryableResult {
+		class = p.classify(err)
+	}
 	switch class {
 	case Business, ServiceQuality:
 		return false
