@@ -226,7 +226,7 @@ func BenchmarkRedisClaim(b *testing.B) {
 	if err := c.FlushDB(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
-	s, err := redisstore.New(c, redisstore.Options{Prefix: "bench:"})
+	s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: "bench:"})
 	if err != nil {
 		b.Fatal(err)
 	}

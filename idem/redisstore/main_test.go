@@ -41,7 +41,7 @@ func newClient(tb testing.TB) redis.UniversalClient {
 func newStore(tb testing.TB, o redisstore.Options) (*redisstore.Store, redis.UniversalClient) {
 	tb.Helper()
 	c := newClient(tb)
-	s, err := redisstore.New(c, o)
+	s, err := redisstore.New(context.Background(), c, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
