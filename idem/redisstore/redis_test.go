@@ -30,8 +30,13 @@ func TestRedisConformance(t *testing.T) {
 // claimed again; its crashed holder can then neither complete nor release
 // the new claim.
 func TestRedisTTL(t *testing.T) {
-	ctx := context.Background()
 	s, c := newStore(t, redisstore.Options{Prefix: "ttl:"})
+	testTTL(t, s, c)
+}
+
+// testTTL is TestRedisTTL's body on the store s (prefix "ttl:") over c.
+func testTTL(t *testing.T, s *redisstore.Store, c redis.UniversalClient) {
+	ctx := context.Background()
 	k := []byte("req-1")
 	crashed, err := s.Claim(ctx, k, time.Second)
 	if err != nil || crashed == 0 {
