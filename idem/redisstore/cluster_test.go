@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,16 +35,16 @@ func TestClusterConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) idem.Store { return s })
 	// The suite's keys did land on every master.
 	ctx := context.Background()
-	masters := 0
+	var masters atomic.Int32 // ForEachMaster calls back concurrently
 	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		n, err := m.DBSize(ctx).Result()
 		if n > 0 {
-			masters++
+			masters.Add(1)
 		}
 		return err
 	})
-	if err != nil || masters != 3 {
-		t.Fatalf("keys on %d of 3 masters (%v)", masters, err)
+	if err != nil || masters.Load() != 3 {
+		t.Fatalf("keys on %d of 3 masters (%v)", masters.Load(), err)
 	}
 }
 
