@@ -55,9 +55,10 @@ func GlobalScope(*http.Request) (string, error) { return "", nil }
 type Fingerprint func(*http.Request) ([]byte, error)
 
 // WithTTL sets how long a claim stays pending and a stored answer is kept
-// (default DefaultTTL). ttl.Pending must exceed the slowest handler: a
-// handler still running when its claim expires may run a second time (see
-// the package comment).
+// (default DefaultTTL). The claim of a running handler is extended every
+// third or so of ttl.Pending, so ttl.Pending bounds how long the claim of a
+// crashed process blocks repeats, not how long a handler may run; keep it
+// well above a store round trip and a GC pause (see the package comment).
 func WithTTL(ttl TTL) Option {
 	return func(m *middleware) error {
 		if ttl.Pending < 0 || ttl.Done < 0 {

@@ -139,8 +139,9 @@ type Store interface {
 }
 
 // TTL says how long a key is kept: Pending bounds a claim whose call has
-// not completed (it must exceed the longest call, see the package
-// comment), Done how long a completed call's result answers repeats.
+// not completed and is no longer extended (its process crashed; see the
+// package comment), Done how long a completed call's result answers
+// repeats.
 type TTL struct {
 	Pending time.Duration
 	Done    time.Duration
