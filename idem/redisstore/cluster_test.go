@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -155,14 +157,21 @@ func TestClusterSlotMigration(t *testing.T) {
 func clusterNodes(t *testing.T, c *redis.ClusterClient, slot int) (src, dst *redis.Client, all []*redis.Client) {
 	t.Helper()
 	ctx := context.Background()
-	slots, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var srcAddr string
-	for _, r := range slots {
-		if slot >= int(r.Start) && slot <= int(r.End) {
-			srcAddr = r.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int64(slot) < r.Start || int64(slot) > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					srcAddr = net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				}
+			}
 		}
 	}
 	for _, addr := range c.Options().Addrs {
@@ -177,7 +186,7 @@ func clusterNodes(t *testing.T, c *redis.ClusterClient, slot int) (src, dst *red
 		}
 	}
 	if src == nil || dst == nil {
-		t.Fatalf("slot %d: no owner among %v (slots %v)", slot, c.Options().Addrs, slots)
+		t.Fatalf("slot %d: no owner among %v (shards %+v)", slot, c.Options().Addrs, shards)
 	}
 	return src, dst, all
 }
