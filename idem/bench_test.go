@@ -12,6 +12,7 @@ import (
 
 	"github.com/readretry/readretry/idem"
 	"github.com/readretry/readretry/idem/internal/redistest"
+	"github.com/readretry/readretry/idem/internal/sqltest"
 	"github.com/readretry/readretry/idem/redisstore"
 	"github.com/readretry/readretry/idem/sqlstore"
 	"github.com/redis/go-redis/v9"
@@ -147,6 +148,69 @@ func BenchmarkMemoryClaim(b *testing.B) {
 	})
 }
 
+// BenchmarkDo is idem.Do on the memory store — claim, run, extension
+// registration with the shared keeper, complete — against the same
+// store's bare Claim+Complete in the same run (ratio reported as
+// x-bare). Sequential calls start and stop the keeper's loop each time
+// (it runs only while a claim is held); parallel ones keep it running.
+func BenchmarkDo(b *testing.B) {
+	ctx := context.Background()
+	result := []byte("order 42")
+	fn := func(context.Context) ([]byte, error) { return result, nil }
+	ttl := idem.TTL{Pending: time.Minute, Done: time.Millisecond}
+	run := func(b *testing.B, parallel bool, do func(g *keyGen) error) float64 {
+		start := time.Now()
+		if parallel {
+			b.RunParallel(func(pb *testing.PB) {
+				g := newKeyGen()
+				for pb.Next() {
+					if err := do(g); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		} else {
+			g := newKeyGen()
+			for b.Loop() {
+				if err := do(g); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	}
+	for _, parallel := range []bool{false, true} {
+		name := "sequential"
+		if parallel {
+			name = "parallel"
+		}
+		var bare float64
+		m := newMemory(b, idem.MemoryConfig{Capacity: 1 << 20, Tick: time.Millisecond})
+		b.Run(name+"/bare-claim+complete", func(b *testing.B) {
+			b.ReportAllocs()
+			bare = run(b, parallel, func(g *keyGen) error {
+				k := g.next()
+				f, err := m.Claim(ctx, k, ttl.Pending)
+				if err != nil {
+					return err
+				}
+				return m.Complete(ctx, k, f, result, ttl.Done)
+			})
+		})
+		b.Run(name+"/Do", func(b *testing.B) {
+			b.ReportAllocs()
+			ns := run(b, parallel, func(g *keyGen) error {
+				_, _, err := idem.Do(ctx, m, g.next(), ttl, fn)
+				return err
+			})
+			if bare > 0 {
+				b.ReportMetric(ns/bare, "x-bare")
+			}
+		})
+	}
+}
+
 // BenchmarkBaselineSyncMap is the same-run baseline for the memory store:
 // sync.Map.LoadOrStore of fresh keys, then Delete — "first time?" without
 // expiry, bounds or stored results — and Load of live keys.
@@ -226,7 +290,7 @@ func BenchmarkRedisClaim(b *testing.B) {
 	if err := c.FlushDB(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
-	s, err := redisstore.New(c, redisstore.Options{Prefix: "bench:"})
+	s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: "bench:"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -253,6 +317,61 @@ func BenchmarkRedisClaim(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkRedisClusterClaim is BenchmarkRedisClaim on the three-master
+// test cluster: still one round trip, to the key's master.
+func BenchmarkRedisClusterClaim(b *testing.B) {
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.ClusterAddrs(b), PoolSize: 4 * runtime.GOMAXPROCS(0)})
+	defer c.Close()
+	s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: "bench:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := newKeyGen()
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := s.Claim(ctx, g.next(), 10*time.Second)
+		if err != nil || f == 0 {
+			b.Fatal(f, err)
+		}
+	}
+}
+
+// BenchmarkServerSQLClaim is the SQL store's claim — one INSERT in
+// autocommit — on the real PostgreSQL and MariaDB servers the tests use
+// (fsync off: the figure is the round trip and the statement, not the
+// disk).
+func BenchmarkServerSQLClaim(b *testing.B) {
+	ctx := context.Background()
+	for _, srv := range []struct {
+		name string
+		get  func(testing.TB) *sqltest.Server
+	}{{"Postgres", sqltest.Postgres}, {"MariaDB", sqltest.MariaDB}} {
+		b.Run(srv.name, func(b *testing.B) {
+			db := srv.get(b).Open(b, 4)
+			d, err := sqlstore.DialectOf(db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := sqlstore.New(db, d, sqlstore.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.CreateTable(ctx); err != nil {
+				b.Fatal(err)
+			}
+			g := newKeyGen()
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := s.Claim(ctx, g.next(), 10*time.Second)
+				if err != nil || f == 0 {
+					b.Fatal(f, err)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkSQLiteClaim is the SQL store's claim — one INSERT into the

@@ -1,5 +1,5 @@
 // Package idem makes retried writes safe: the server tells a repeat from a
-// first call and runs the business logic once (SPEC I1–I4; seeds 001 and
+// first call and runs the business logic once (SPEC I1–I5; seeds 001 and
 // 003). A retry toolkit such as retry/call may resend a write only when
 // this holds, because a timed-out call may have been processed with only
 // its answer lost.
@@ -9,15 +9,17 @@
 // A [Store] answers "claim this request ID for ttl — was I first?" with the
 // semantics of Redis `SET key value NX EX ttl`, keeps the first call's
 // result so that a repeat gets the same answer back, releases a claim whose
-// call failed so that a retry may run, and keeps one-shot tokens (issue
+// call failed so that a retry may run, extends a claim whose call is still
+// running, and keeps one-shot tokens (issue
 // before the call, consume by delete: a failed delete is a repeat). Three
 // implementations, in three import graphs so that a user of one does not
 // link the others' drivers:
 //
 //   - [Memory], here: the embedded default. Sharded, pointer-free slots,
 //     expiry through a timerwheel with no goroutine per key, bounded in
-//     entries (ErrFull) and result size (ErrTooLarge); a claim does not
-//     allocate. Deduplicates within one process.
+//     entries and in result bytes, completed entries evicted oldest first
+//     before a claim is refused (ErrFull), an optional per-scope quota; a
+//     claim does not allocate. Deduplicates within one process.
 //   - redisstore: on go-redis v9's UniversalClient (a single server,
 //     Sentinel or Cluster alike): SET NX PX for claims, Lua
 //     compare-and-set for completion and release, DEL for tokens.
@@ -30,23 +32,26 @@
 //     business write itself.
 //
 // [Do] runs a function once per key over any store; [Middleware] does the
-// same for net/http handlers, and [NewTransport] / [KeyTransport] /
+// same for net/http handlers, keyed by [ScopedKey] under the [Scope] the
+// integrator names (SPEC I5), and [NewTransport] / [KeyTransport] /
 // [SetKey] are the client side: a request carrying an Idempotency-Key is
 // one that call.Transport (with Replayable set to call.IdempotentOrKeyed)
 // may retry even when it is a POST.
 //
 // # The crash window
 //
-// A claim is held for a pending ttl. If the process that holds it crashes
-// before completing, repeats are answered "in progress" (ErrInProgress,
-// HTTP 409) until the claim expires; then the next repeat claims the key
-// and runs the call. If the holder did not crash but was merely slower
-// than the pending ttl, that repeat runs the call a second time while the
-// first is still running, and the first's Complete then fails with ErrLost.
-// So the pending ttl must exceed the slowest call (with a margin for clock
-// steps and GC pauses), and a business write that must never happen twice
-// whatever the timing belongs inside the database transaction — the event
-// log of sqlstore.InTx — where the unique index, not a clock, decides.
+// A claim is held for a pending ttl, and Do and Middleware extend it
+// (Store.Extend, about three times per pending ttl, from one shared
+// background loop) for as long as the call runs. If the process that holds
+// it crashes before completing, the extensions stop and repeats are
+// answered "in progress" (ErrInProgress, HTTP 409) until the claim
+// expires; then the next repeat claims the key and runs the call. An
+// extension that cannot reach the store for a whole pending ttl (a store
+// outage, a process stalled that long) lets the claim expire under a live
+// call too, and its Complete then fails with ErrLost. So a business write
+// that must never happen twice whatever the timing belongs inside the
+// database transaction — the event log of sqlstore.InTx — where the unique
+// index, not a clock, decides.
 // The same holds for a result that could not be stored (ErrNotStored):
 // once its claim expires, a repeat runs again.
 //

@@ -73,7 +73,9 @@ func ExampleDo() {
 // the server runs the handler once and replays its answer to repeats.
 func ExampleMiddleware() {
 	store, _ := idem.NewMemory(idem.MemoryConfig{Capacity: 1024})
-	guard, err := idem.Middleware(store)
+	// A single-tenant service: one scope for all. A multi-tenant one
+	// passes a Scope naming the authenticated account.
+	guard, err := idem.Middleware(store, idem.GlobalScope)
 	if err != nil {
 		panic(err)
 	}

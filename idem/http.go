@@ -29,10 +29,36 @@ var errBodyTooLarge = errors.New("idem: request body too large to fingerprint")
 // Option configures [Middleware].
 type Option func(*middleware) error
 
+// Scope names the party a request acts for — the authenticated account or
+// tenant — so that a stored answer is found only by the same party's
+// repeat (SPEC I5): Middleware keeps each answer under
+// ScopedKey(scope, key), never under the client's key alone. It runs for
+// every keyed unsafe request, after the handlers in front of Middleware
+// (put authentication there). An error means the party is unknown: the
+// request is answered 403 Forbidden and nothing is claimed. The scope may
+// be any bytes; with the key and one separator it must fit MaxKeyLen, so
+// keep it short (an account ID, or a hash of a long name).
+type Scope func(r *http.Request) (string, error)
+
+// GlobalScope is the Scope of a single-tenant service: one namespace for
+// all clients. Use it only where every client that can reach the handler
+// is one party (one internal caller, or a service with one user): a client
+// that learns or guesses another's key is answered with the other's stored
+// response (never its cookies, which are not stored).
+func GlobalScope(*http.Request) (string, error) { return "", nil }
+
+// Fingerprint identifies a request beyond its key: a repeat whose
+// fingerprint differs from the first request's is refused with 422.
+// Middleware stores the SHA-256 of what it returns (32 bytes, whatever its
+// length), so the record does not grow with the request (SPEC I5). An
+// error is answered 400, or 413 for FingerprintBody's size limit.
+type Fingerprint func(*http.Request) ([]byte, error)
+
 // WithTTL sets how long a claim stays pending and a stored answer is kept
-// (default DefaultTTL). ttl.Pending must exceed the slowest handler: a
-// handler still running when its claim expires may run a second time (see
-// the package comment).
+// (default DefaultTTL). The claim of a running handler is extended every
+// third or so of ttl.Pending, so ttl.Pending bounds how long the claim of a
+// crashed process blocks repeats, not how long a handler may run; keep it
+// well above a store round trip and a GC pause (see the package comment).
 func WithTTL(ttl TTL) Option {
 	return func(m *middleware) error {
 		if ttl.Pending < 0 || ttl.Done < 0 {
@@ -61,26 +87,11 @@ func WithMaxBody(n int) Option {
 	}
 }
 
-// WithScope prefixes every key with scope(r), e.g. the authenticated
-// account, so that one client cannot replay another's answer by guessing
-// its key. The scope and the key together must fit MaxKeyLen. The default
-// scope is empty: keys are global to the store.
-func WithScope(scope func(*http.Request) string) Option {
-	return func(m *middleware) error {
-		if scope == nil {
-			return fmt.Errorf("%w: nil scope", ErrInvalidConfig)
-		}
-		m.scope = scope
-		return nil
-	}
-}
-
 // WithFingerprint sets how a request is identified beyond its key (default
-// [FingerprintMethodPath]). A repeat whose fingerprint differs from the
-// first request's gets 422 Unprocessable Content (the IETF draft's answer
-// to a key reused for another request). An error from fingerprint is
-// answered with 400, or 413 for FingerprintBody's size limit.
-func WithFingerprint(fingerprint func(*http.Request) ([]byte, error)) Option {
+// [FingerprintRequestLine]). A repeat whose fingerprint differs from the
+// first request's gets 422 Unprocessable Content (the IETF Idempotency-Key
+// draft's answer to a key reused with another payload).
+func WithFingerprint(fingerprint Fingerprint) Option {
 	return func(m *middleware) error {
 		if fingerprint == nil {
 			return fmt.Errorf("%w: nil fingerprint", ErrInvalidConfig)
@@ -90,13 +101,13 @@ func WithFingerprint(fingerprint func(*http.Request) ([]byte, error)) Option {
 	}
 }
 
-// WithRelease decides from the handler's status whether the first call
-// failed without effect, so that its claim is released and a retry runs the
-// handler again, instead of the answer being stored and replayed. The
-// default releases 429 and every 5xx: the server did not do the work (or
-// says so), and a client retrying a 503 must not be handed the same 503
-// until the key expires. A handler that fails after a side effect should
-// answer 4xx, or be idempotent itself.
+// WithRelease decides from the handler's status whether the first call was
+// not processed, so that its claim is released (nothing is stored) and a
+// retry runs the handler again, instead of the answer being stored and
+// replayed. The default is [ReleaseNotProcessed]; [ReleaseOnServerError]
+// is the behaviour before SPEC I5, which releases every 5xx — a handler
+// that commits and then answers 500 then runs again on every retry. A
+// handler panic before the first byte of the answer always releases.
 func WithRelease(release func(status int) bool) Option {
 	return func(m *middleware) error {
 		if release == nil {
@@ -129,40 +140,94 @@ func WithRequireKey() Option {
 	}
 }
 
-// FingerprintMethodPath is the default fingerprint: the method and the
-// escaped URL path. It reads no body.
-func FingerprintMethodPath(r *http.Request) ([]byte, error) {
-	return []byte(r.Method + " " + r.URL.EscapedPath()), nil
+// FingerprintRequestLine is the default fingerprint: the SHA-256 of the
+// method, the escaped URL path and the raw query string — the payload of a
+// request without a body. A key reused for POST /transfer?amount=1000000
+// after POST /transfer?amount=1 is refused (422). It reads no body.
+//
+// SHA-256 rather than a fast 64-bit hash (xxhash): a client chooses the
+// payload, and with a hash that is not collision-resistant it could build
+// a second payload with the first one's fingerprint and have it answered
+// with the first one's response; the cost, about a nanosecond a byte, is
+// small beside the request.
+func FingerprintRequestLine(r *http.Request) ([]byte, error) {
+	h := sha256.New()
+	writeRequestLine(h, r)
+	return h.Sum(nil), nil
 }
 
-// FingerprintBody returns a fingerprint over the method, the path and the
-// whole body (SHA-256), for APIs where a key reused with another payload
-// must be refused. It reads the body into memory — at most max bytes, a
-// larger one is answered 413 — and hands the handler a copy.
-func FingerprintBody(max int64) func(*http.Request) ([]byte, error) {
+// writeRequestLine writes the method, the escaped path and the raw query to
+// h, each followed by a NUL (which none of them may contain), so that no
+// two requests write the same bytes.
+func writeRequestLine(h io.Writer, r *http.Request) {
+	io.WriteString(h, r.Method)
+	h.Write([]byte{0})
+	io.WriteString(h, r.URL.EscapedPath())
+	h.Write([]byte{0})
+	io.WriteString(h, r.URL.RawQuery)
+	h.Write([]byte{0})
+}
+
+// FingerprintBody returns a fingerprint over the method, the path, the
+// query and the whole body (SHA-256, see FingerprintRequestLine), for APIs
+// where a key reused with another payload must be refused. It reads the
+// body into memory — at most max bytes (≥ 0; math.MaxInt64 means no
+// limit); a larger body is answered 413 — and hands the handler a copy.
+// Errors: ErrInvalidConfig for a negative max.
+func FingerprintBody(max int64) (Fingerprint, error) {
+	if max < 0 {
+		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidConfig, max)
+	}
 	return func(r *http.Request) ([]byte, error) {
 		var body []byte
 		if r.Body != nil && r.Body != http.NoBody {
-			b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+			// Read max bytes, then probe for one more: max+1 would
+			// overflow at math.MaxInt64 (issue 17 item 9).
+			b, err := io.ReadAll(io.LimitReader(r.Body, max))
+			if err == nil && int64(len(b)) == max {
+				var one [1]byte
+				if n, _ := io.ReadFull(r.Body, one[:]); n > 0 {
+					err = errBodyTooLarge
+				}
+			}
 			_ = r.Body.Close()
 			if err != nil {
 				return nil, err
-			}
-			if int64(len(b)) > max {
-				return nil, errBodyTooLarge
 			}
 			body = b
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		h := sha256.New()
-		h.Write([]byte(r.Method + " " + r.URL.EscapedPath() + "\n"))
+		writeRequestLine(h, r)
 		h.Write(body)
 		return h.Sum(nil), nil
-	}
+	}, nil
 }
 
-// defaultRelease releases the claim of a 429 or 5xx answer.
-func defaultRelease(status int) bool {
+// ReleaseNotProcessed is the default of WithRelease (SPEC I5): it releases
+// the claim — stores nothing — for the answers that say the request was
+// not processed: 429 Too Many Requests and 503 Service Unavailable (the
+// server did not do the work; a retry must run it), and the refusals that
+// come before any business logic: 400, 404 and 405 from a router, 401 and
+// 403 from authentication, 413, 414, 415 and 431 for the request's form.
+// Every other answer — 2xx, 3xx, other 4xx and 5xx such as a 500 after a
+// commit — is stored and replayed, as the largest public payment API does.
+func ReleaseNotProcessed(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable,
+		http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed,
+		http.StatusUnauthorized, http.StatusForbidden,
+		http.StatusRequestEntityTooLarge, http.StatusRequestURITooLong,
+		http.StatusUnsupportedMediaType, http.StatusRequestHeaderFieldsTooLarge:
+		return true
+	}
+	return false
+}
+
+// ReleaseOnServerError releases the claim of a 429 or any 5xx answer and
+// stores everything else, 404 included: the default before SPEC I5, kept
+// for handlers that answer 5xx only before any side effect.
+func ReleaseOnServerError(status int) bool {
 	return status == http.StatusTooManyRequests || status >= 500
 }
 
@@ -170,8 +235,8 @@ type middleware struct {
 	store       Store
 	ttl         TTL
 	maxBody     int
-	scope       func(*http.Request) string
-	fingerprint func(*http.Request) ([]byte, error)
+	scope       Scope
+	fingerprint Fingerprint
 	release     func(int) bool
 	onError     func(*http.Request, error)
 	requireKey  bool
@@ -179,36 +244,48 @@ type middleware struct {
 }
 
 // Middleware returns server middleware that runs a handler at most once per
-// idempotency key (SPEC I1, the server side of the Idempotency-Key header
-// that call.Transport retries with): it claims the key of each unsafe
-// request carrying an Idempotency-Key (or X-Idempotency-Key) header in
-// store, runs the handler once, stores its status, headers and body, and
-// answers:
+// idempotency key and scope (SPEC I1, I5; the server side of the
+// Idempotency-Key header that call.Transport retries with): it claims
+// ScopedKey(scope(r), key) of each unsafe request carrying an
+// Idempotency-Key (or X-Idempotency-Key) header in store, runs the handler
+// once — extending the claim while it runs — stores its status, headers
+// (never Set-Cookie) and body, and answers:
 //
 //   - a repeat after the first completed: the stored answer, with
 //     Idempotent-Replayed: true;
 //   - a repeat while the first runs: 409 Conflict with Retry-After: 1;
 //   - a repeat with another fingerprint (see WithFingerprint): 422;
-//   - a key longer than MaxKeyLen (scope included): 400;
-//   - a store that fails: 503 with Retry-After: 1, which call.Transport
-//     retries as a network error.
+//   - a key that is not printable ASCII, or too long with its scope
+//     (ValidKey, ScopedKey): 400;
+//   - a request whose scope fails: 403;
+//   - a scope over its quota (ErrQuota, Memory's ScopeQuota): 429;
+//   - a store that fails or is full: 503 with Retry-After: 1, which
+//     call.Transport retries as a network error.
 //
-// The first caller's answer is streamed as the handler writes it; only a
-// copy is kept. A first call answered 429 or 5xx (see WithRelease), or
-// whose handler panicked, releases the key so that a retry runs it again.
-// GET, HEAD, OPTIONS and TRACE pass through untouched, as do requests
-// without a key (unless WithRequireKey). Errors wrap ErrInvalidConfig.
-func Middleware(store Store, opts ...Option) (func(http.Handler) http.Handler, error) {
+// scope is required: pass a Scope that names the authenticated party, or
+// GlobalScope in a single-tenant service. The first caller's answer is
+// streamed as the handler writes it; only a copy is kept. A first call
+// that was not processed (ReleaseNotProcessed: 429, 503, a router's
+// 404/405/400, …; see WithRelease), or whose handler panicked before
+// sending anything, stores nothing and releases the key so that a retry
+// runs the handler again; a handler that panics after sending its status
+// is stored as 500, since its effect is unknown. GET, HEAD, OPTIONS and
+// TRACE pass through untouched, as do requests without a key (unless
+// WithRequireKey). Errors wrap ErrInvalidConfig.
+func Middleware(store Store, scope Scope, opts ...Option) (func(http.Handler) http.Handler, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	}
+	if scope == nil {
+		return nil, fmt.Errorf("%w: nil scope (pass idem.GlobalScope for a single-tenant service)", ErrInvalidConfig)
 	}
 	cfg := middleware{
 		store:       store,
 		ttl:         DefaultTTL,
 		maxBody:     DefaultMaxBody,
-		scope:       func(*http.Request) string { return "" },
-		fingerprint: FingerprintMethodPath,
-		release:     defaultRelease,
+		scope:       scope,
+		fingerprint: FingerprintRequestLine,
+		release:     ReleaseNotProcessed,
 		onError:     func(*http.Request, error) {},
 	}
 	for _, o := range opts {
@@ -253,12 +330,21 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	skey := []byte(m.scope(r) + key)
-	if CheckKey(skey) != nil {
-		http.Error(w, "idempotency key too long", http.StatusBadRequest)
+	if !ValidKey(key) {
+		http.Error(w, "idempotency key must be 1 to 255 printable ASCII characters", http.StatusBadRequest)
 		return
 	}
-	fp, err := m.fingerprint(r)
+	scope, err := m.scope(r)
+	if err != nil {
+		http.Error(w, "idempotency scope: "+err.Error(), http.StatusForbidden)
+		return
+	}
+	skey, err := ScopedKey(make([]byte, 0, len(scope)+1+len(key)), scope, key)
+	if err != nil {
+		http.Error(w, "idempotency key too long for its scope", http.StatusBadRequest)
+		return
+	}
+	raw, err := m.fingerprint(r)
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
 			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
@@ -267,8 +353,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	sum := sha256.Sum256(raw)
+	fp := sum[:]
 	fence, state, record, err := claimOrState(r.Context(), m.store, skey, m.ttl.Pending)
 	switch {
+	case errors.Is(err, ErrQuota):
+		http.Error(w, "too many stored requests for this client", http.StatusTooManyRequests)
 	case err != nil:
 		m.unavailable(w, r, err)
 	case state == Pending:
@@ -287,34 +377,53 @@ func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, err err
 	http.Error(w, "idempotency store unavailable", http.StatusServiceUnavailable)
 }
 
-// first runs the handler for the caller that won the claim, then stores
-// its answer or releases the claim.
+// first runs the handler for the caller that won the claim, extending the
+// claim while it runs, then stores its answer or releases the claim.
 func (m *middleware) first(w http.ResponseWriter, r *http.Request, key []byte, fence Fence, fp []byte) {
 	cleanup := context.WithoutCancel(r.Context())
 	rec := &recorder{w: w, max: m.maxBody}
+	h := holdClaim(m.store, key, fence, m.ttl.Pending, func(err error) { m.onError(r, err) })
 	done := false
 	defer func() {
-		if !done {
-			// The handler panicked (http.ErrAbortHandler included): let a
-			// retry run it. The panic goes on to net/http.
-			_ = m.store.Release(cleanup, key, fence)
+		if done {
+			return
 		}
+		// The handler panicked (http.ErrAbortHandler included); the panic
+		// goes on to net/http after this.
+		h.drop()
+		if rec.status == 0 {
+			// Nothing was sent: not processed as far as anyone knows,
+			// so a retry may run it.
+			_ = m.store.Release(cleanup, key, fence)
+			return
+		}
+		// The status went out, so the handler got as far as answering:
+		// its effect is unknown. Keep a 500 for repeats rather than run
+		// it again (unless the release policy releases a 500).
+		m.settle(r, key, fence, &Response{Status: http.StatusInternalServerError, Fingerprint: fp, Header: http.Header{}})
 	}()
 	m.next.ServeHTTP(rec, r)
 	done = true
 	rec.finish()
-	if m.release(rec.status) {
+	h.drop()
+	m.settle(r, key, fence, &Response{Status: rec.status, Fingerprint: fp, Header: rec.header, Body: rec.body, BodyOmitted: rec.omitted})
+}
+
+// settle stores resp as the answer for key's repeats, or releases the
+// claim if the release policy says resp was not processed.
+func (m *middleware) settle(r *http.Request, key []byte, fence Fence, resp *Response) {
+	cleanup := context.WithoutCancel(r.Context())
+	if m.release(resp.Status) {
 		if err := m.store.Release(cleanup, key, fence); err != nil && !errors.Is(err, ErrLost) {
 			m.onError(r, err)
 		}
 		return
 	}
-	resp := Response{Status: rec.status, Fingerprint: fp, Header: rec.header, Body: rec.body, BodyOmitted: rec.omitted}
-	err := m.store.Complete(cleanup, key, fence, AppendResponse(nil, &resp), m.ttl.Done)
+	err := m.store.Complete(cleanup, key, fence, AppendResponse(nil, resp), m.ttl.Done)
 	if errors.Is(err, ErrTooLarge) {
 		// The store keeps less than MaxBody: keep the outcome at least.
 		resp.Body, resp.BodyOmitted = nil, true
-		err = m.store.Complete(cleanup, key, fence, AppendResponse(nil, &resp), m.ttl.Done)
+		err = m.store.Complete(cleanup, key, fence, AppendResponse(nil, resp), m.ttl.Done)
 	}
 	if err != nil {
 		m.onError(r, errors.Join(ErrNotStored, err))
@@ -335,6 +444,9 @@ func (m *middleware) replay(w http.ResponseWriter, r *http.Request, record, fp [
 	}
 	h := w.Header()
 	for name, vs := range resp.Header {
+		if !replayable(name) {
+			continue // a record from elsewhere may hold one; never replay it
+		}
 		h[name] = vs
 	}
 	if resp.BodyOmitted {
@@ -405,22 +517,29 @@ func (r *recorder) finish() {
 	}
 }
 
-// storedHeader copies the headers worth replaying: not Date (a replay gets
-// its own) nor the hop-by-hop ones.
+// storedHeader copies the headers worth replaying (see replayable).
 func storedHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h))
 	for name, vs := range h {
-		switch name {
-		case "Date", "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding",
-			"Te", "Trailer", "Upgrade", "Proxy-Authenticate", "Proxy-Authorization":
-			continue
+		if replayable(name) {
+			out[name] = append([]string(nil), vs...)
 		}
-		if strings.HasPrefix(name, http.TrailerPrefix) {
-			continue
-		}
-		out[name] = append([]string(nil), vs...)
 	}
 	return out
+}
+
+// replayable reports whether a response header (canonical name) may be
+// stored and replayed: not Date (a replay gets its own), not the hop-by-hop
+// ones, and never a cookie — a cookie set for the first caller's session
+// must not reach whoever repeats the key (SPEC I5).
+func replayable(name string) bool {
+	switch name {
+	case "Set-Cookie", "Set-Cookie2",
+		"Date", "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding",
+		"Te", "Trailer", "Upgrade", "Proxy-Authenticate", "Proxy-Authorization":
+		return false
+	}
+	return !strings.HasPrefix(name, http.TrailerPrefix)
 }
 
 // NewKey returns a fresh idempotency key: 128 random bits as 26 base32

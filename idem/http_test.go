@@ -25,13 +25,23 @@ func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
-func mustMiddleware(t *testing.T, s idem.Store, opts ...idem.Option) func(http.Handler) http.Handler {
+func mustMiddleware(t testing.TB, s idem.Store, scope idem.Scope, opts ...idem.Option) func(http.Handler) http.Handler {
 	t.Helper()
-	mw, err := idem.Middleware(s, opts...)
+	mw, err := idem.Middleware(s, scope, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return mw
+}
+
+// mustBodyFingerprint is idem.FingerprintBody(max) for a valid max.
+func mustBodyFingerprint(t testing.TB, max int64) idem.Fingerprint {
+	t.Helper()
+	fp, err := idem.FingerprintBody(max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
 }
 
 // retryClient is the client side of issue 8: call.Transport retrying
@@ -93,7 +103,7 @@ func TestRetriedPOSTExactlyOnce(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "order "+string(rune('0'+n))+": "+string(body))
 	})
-	guarded := mustMiddleware(t, store, idem.WithFingerprint(idem.FingerprintBody(1<<10)))(app)
+	guarded := mustMiddleware(t, store, idem.GlobalScope, idem.WithFingerprint(mustBodyFingerprint(t, 1<<10)))(app)
 	var attempts atomic.Int32
 	var retryHeader atomic.Value
 	srv := httptest.NewServer(call.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +186,7 @@ func TestMiddlewareConcurrentDuplicates(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "created")
 	})
-	srv := httptest.NewServer(mustMiddleware(t, store)(app))
+	srv := httptest.NewServer(mustMiddleware(t, store, idem.GlobalScope)(app))
 	defer srv.Close()
 	c := srv.Client()
 	defer c.CloseIdleConnections()
@@ -245,7 +255,7 @@ func TestMiddlewareReleasesFailures(t *testing.T) {
 				successes.Add(1)
 				io.WriteString(w, "done")
 			})
-			srv := httptest.NewServer(mustMiddleware(t, store)(app))
+			srv := httptest.NewServer(mustMiddleware(t, store, idem.GlobalScope)(app))
 			defer srv.Close()
 			client, _ := retryClient(t)
 			resp, body := post(t, client, srv.URL, "k-"+fail, "")
@@ -274,8 +284,8 @@ func TestMiddlewareRequests(t *testing.T) {
 	var errs []error
 	var mu sync.Mutex
 	onErr := func(_ *http.Request, err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
-	scoped := mustMiddleware(t, store, idem.WithMaxBody(4), idem.WithRequireKey(),
-		idem.WithScope(func(r *http.Request) string { return r.Header.Get("X-Account") + ":" }),
+	scoped := mustMiddleware(t, store, func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil },
+		idem.WithMaxBody(4), idem.WithRequireKey(),
 		idem.WithErrorHandler(onErr), idem.WithTTL(idem.TTL{Pending: time.Second}))(app)
 	do := func(method, key, account, path string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, nil)
@@ -297,9 +307,14 @@ func TestMiddlewareRequests(t *testing.T) {
 	if w := do("POST", "", "a", "/x"); w.Code != http.StatusBadRequest || runs.Load() != 2 {
 		t.Fatalf("POST without key = %d", w.Code)
 	}
-	// A key too long with its scope.
-	if w := do("POST", strings.Repeat("k", idem.MaxKeyLen), "a", "/x"); w.Code != http.StatusBadRequest {
-		t.Fatalf("key too long = %d", w.Code)
+	// A key too long with its scope: scope "a", the separator and 254
+	// bytes make 256 (issue 17 item 1: the composite counts against
+	// MaxKeyLen); 253 bytes fit.
+	if w := do("POST", strings.Repeat("k", idem.MaxKeyLen-1), "a", "/x"); w.Code != http.StatusBadRequest || runs.Load() != 2 {
+		t.Fatalf("key too long with its scope = %d", w.Code)
+	}
+	if w := do("POST", strings.Repeat("k", idem.MaxKeyLen-2), "a", "/x"); w.Code != http.StatusOK || runs.Load() != 3 {
+		t.Fatalf("key that fits with its scope = %d", w.Code)
 	}
 	// The body over MaxBody reaches the first caller; a repeat gets the
 	// status and headers, an empty body and no stale Content-Length.
@@ -318,8 +333,8 @@ func TestMiddlewareRequests(t *testing.T) {
 	if w := do("PATCH", "k", "a", "/y"); w.Code != http.StatusUnprocessableEntity {
 		t.Fatalf("key reused on another path = %d", w.Code)
 	}
-	if runs.Load() != 4 {
-		t.Fatalf("handler runs = %d, want 4", runs.Load())
+	if runs.Load() != 5 {
+		t.Fatalf("handler runs = %d, want 5", runs.Load())
 	}
 	if len(errs) != 0 {
 		t.Fatalf("unexpected errors: %v", errs)
@@ -337,7 +352,7 @@ func (failingStore) Claim(context.Context, []byte, time.Duration) (idem.Fence, e
 
 func TestMiddlewareStoreDown(t *testing.T) {
 	var got error
-	mw := mustMiddleware(t, failingStore{}, idem.WithErrorHandler(func(_ *http.Request, err error) { got = err }))
+	mw := mustMiddleware(t, failingStore{}, idem.GlobalScope, idem.WithErrorHandler(func(_ *http.Request, err error) { got = err }))
 	ran := false
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
 	r := httptest.NewRequest("POST", "/", nil)
@@ -358,21 +373,24 @@ func TestMiddlewareOptions(t *testing.T) {
 	bad := []idem.Option{
 		idem.WithTTL(idem.TTL{Pending: -1}),
 		idem.WithMaxBody(-1),
-		idem.WithScope(nil),
 		idem.WithFingerprint(nil),
 		idem.WithRelease(nil),
 		idem.WithErrorHandler(nil),
 	}
 	for i, o := range bad {
-		if _, err := idem.Middleware(s, o); !errors.Is(err, idem.ErrInvalidConfig) {
+		if _, err := idem.Middleware(s, idem.GlobalScope, o); !errors.Is(err, idem.ErrInvalidConfig) {
 			t.Errorf("option %d: %v, want ErrInvalidConfig", i, err)
 		}
 	}
-	if _, err := idem.Middleware(nil); !errors.Is(err, idem.ErrInvalidConfig) {
+	if _, err := idem.Middleware(nil, idem.GlobalScope); !errors.Is(err, idem.ErrInvalidConfig) {
 		t.Errorf("nil store: %v", err)
 	}
+	// The scope is required (issue 17 item 2): no silent global default.
+	if _, err := idem.Middleware(s, nil); !errors.Is(err, idem.ErrInvalidConfig) {
+		t.Errorf("nil scope: %v", err)
+	}
 	// WithRelease decides what is stored: here even a 500 is kept.
-	mw := mustMiddleware(t, s, idem.WithRelease(func(int) bool { return false }), nil)
+	mw := mustMiddleware(t, s, idem.GlobalScope, idem.WithRelease(func(int) bool { return false }), nil)
 	runs := 0
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs++
@@ -387,7 +405,7 @@ func TestMiddlewareOptions(t *testing.T) {
 		t.Fatalf("stored 500 ran %d times", runs)
 	}
 	// FingerprintBody refuses a body over its limit with 413.
-	mw = mustMiddleware(t, s, idem.WithFingerprint(idem.FingerprintBody(4)))
+	mw = mustMiddleware(t, s, idem.GlobalScope, idem.WithFingerprint(mustBodyFingerprint(t, 4)))
 	r := httptest.NewRequest("POST", "/", strings.NewReader("12345"))
 	idem.SetKey(r, "big")
 	w := httptest.NewRecorder()
@@ -451,7 +469,7 @@ func TestRetryWaitsOutInProgress(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "created once")
 	})
-	guarded := mustMiddleware(t, store)(app)
+	guarded := mustMiddleware(t, store, idem.GlobalScope)(app)
 	var requests atomic.Int32
 	conflictServed := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

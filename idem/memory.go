@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/puzpuzpuz/xsync/v3"
 	"github.com/readretry/readretry/internal/ticker"
 	"github.com/readretry/readretry/timerwheel"
 )
@@ -23,8 +24,12 @@ const (
 	// Capacity 0.
 	DefaultMemoryCapacity = 1 << 16
 	// DefaultMaxResult is the longest result, in bytes, Complete stores
-	// when MemoryConfig.MaxResult is 0.
+	// when MemoryConfig.MaxResult is 0 (less when a shard's share of
+	// MaxBytes is smaller).
 	DefaultMaxResult = 1 << 20
+	// DefaultMaxBytes is the most bytes of stored results a Memory store
+	// built with MaxBytes 0 holds in all.
+	DefaultMaxBytes = 64 << 20
 	// DefaultMemoryTick is the resolution of the expiry wheel when
 	// MemoryConfig.Tick is 0. It bounds how late an expired entry's memory
 	// is reclaimed, never when it stops counting (see Memory).
@@ -55,8 +60,20 @@ type MemoryConfig struct {
 	// two, capped at 256 and at Capacity.
 	Shards int
 	// MaxResult is the longest result Complete accepts, in bytes; 0 means
-	// DefaultMaxResult. Together with Capacity it bounds the memory held.
+	// DefaultMaxResult, or a shard's share of MaxBytes if that is smaller.
+	// It may not exceed MaxBytes/Shards.
 	MaxResult int
+	// MaxBytes bounds the stored results of all entries together, in bytes
+	// (the sum of their lengths); 0 means DefaultMaxBytes. It is split
+	// evenly over the shards like Capacity. With Capacity it bounds the
+	// heap the store holds: Capacity × (at most 344 bytes of slot, index,
+	// result header and key cell) + MaxBytes (SPEC I5).
+	MaxBytes int
+	// ScopeQuota, when > 0, is the most live claims (pending or done) one
+	// scope may hold: a Claim of a key made by ScopedKey whose scope is at
+	// its quota returns ErrQuota. Keys without a scope separator and
+	// tokens are not counted. 0 means no quota.
+	ScopeQuota int
 	// Tick is the resolution of the expiry timing wheel; 0 means
 	// DefaultMemoryTick.
 	Tick time.Duration
@@ -73,6 +90,9 @@ const (
 	stToken
 )
 
+// noSlot ends the done list (slot numbers in the list are index+1).
+const noSlot = 0
+
 // Timer ids pack the slot's generation, its index and its shard.
 const (
 	idShardBits = 8
@@ -81,17 +101,17 @@ const (
 	idSlotMask  = 1<<idSlotBits - 1
 )
 
-// Memory is the embedded [Store] (SPEC I1, I3): a sharded hash table whose
-// entries expire through a [timerwheel.Wheel], bounded in entries and in
-// result size. Create it with [NewMemory]; all methods are safe for
-// concurrent use.
+// Memory is the embedded [Store] (SPEC I1, I3, I5): a sharded hash table
+// whose entries expire through a [timerwheel.Wheel], bounded in entries,
+// in result size and in the bytes of all results together. Create it with
+// [NewMemory]; all methods are safe for concurrent use.
 //
 // # Layout
 //
 // Each shard is a mutex, an open-addressing index ([]uint32, linear
 // probing, at most half full, backward-shift deletion, no tombstones), a
-// slab of 48-byte slots (hash, fence, expiry, timer handle, key offset and
-// length, state, generation) and a byte arena holding the keys in
+// slab of 56-byte slots (hash, fence, expiry, timer handle, key offset and
+// length, state, generation, done-list links) and a byte arena holding the keys in
 // power-of-two cells of 16 to 256 bytes, recycled through per-size free
 // lists. None of these hold Go pointers, so the garbage collector does not
 // scan them however many entries there are (the fastcache/bigcache idea);
@@ -112,6 +132,18 @@ const (
 // idle store therefore keeps dead entries until its next call — harmless,
 // since they are invisible and the call that needs room first expires what
 // is due — or until [Memory.Expire] or a [Janitor] advances it.
+//
+// # A full store
+//
+// Each shard keeps its completed entries in a list in order of completion.
+// A claim that finds its shard at its share of Capacity first evicts the
+// oldest completed entry, and a Complete whose result would take the shard
+// past its share of MaxBytes evicts the oldest completed entries until it
+// fits; only a shard holding nothing but pending claims and tokens answers
+// ErrFull. So junk that was answered and stored can never lock out new
+// claims (issue 17 item 5) — it only shortens how long old answers are
+// replayed, which [MemoryStats].Evictions counts. MemoryConfig.ScopeQuota
+// keeps one scope from evicting everyone else's answers.
 type Memory struct {
 	shards     []memShard
 	shardShift uint // 64 - log2(len(shards)); a shift by 64 gives 0
@@ -122,34 +154,68 @@ type Memory struct {
 	tick       int64            // nanoseconds
 	capacity   int
 	maxResult  int
+	maxBytes   int
+	quota      int
+	scopes     *xsync.MapOf[uint64, int32] // scope hash → live claims; nil without a quota
 
 	lastAdvance atomic.Int64 // nanoseconds since start of the last lazy Advance
 	fire        func(id uint64)
+
+	evictions, fullRefusals, quotaRefusals atomic.Uint64
+}
+
+// MemoryStats are a Memory store's counters (SPEC I5), read without
+// stopping the store.
+type MemoryStats struct {
+	// Entries is the number of entries held, live or expired but not yet
+	// reclaimed (Len).
+	Entries int
+	// Bytes is the total length of the stored results, in bytes (at most
+	// MemoryConfig.MaxBytes).
+	Bytes int
+	// Evictions counts completed entries dropped before their ttl to make
+	// room (a full shard, or results over MaxBytes), oldest completion
+	// first. Each one shortens the window in which a repeat of that key
+	// is answered from the store.
+	Evictions uint64
+	// FullRefusals counts Claims and Issues refused with ErrFull: every
+	// entry of the shard was pending or a token.
+	FullRefusals uint64
+	// QuotaRefusals counts Claims refused with ErrQuota.
+	QuotaRefusals uint64
 }
 
 type memShard struct {
-	mu      sync.Mutex
-	slots   []memSlot
-	results [][]byte // per slot: the stored result of a Done claim
-	free    []uint32 // indexes of free slots
-	index   []uint32 // slot index + 1; 0 is empty; len is a power of two
-	keys    keyArena
-	count   int
-	limit   int
-	fences  uint64
-	_       [64]byte // keeps neighbouring shards' mutexes off one cache line
+	mu        sync.Mutex
+	slots     []memSlot
+	results   [][]byte // per slot: the stored result of a Done claim
+	free      []uint32 // indexes of free slots
+	index     []uint32 // slot index + 1; 0 is empty; len is a power of two
+	keys      keyArena
+	count     int
+	limit     int
+	bytes     int // total length of results
+	byteLimit int
+	fences    uint64
+	// The done list: Done slots (index+1) in order of completion, oldest
+	// at the head, linked through memSlot.prev/next. Eviction takes the
+	// head.
+	doneHead, doneTail uint32
+	_                  [64]byte // keeps neighbouring shards' mutexes off one cache line
 }
 
 // memSlot is one entry; it holds no pointers (see Memory).
 type memSlot struct {
-	hash    uint64
-	fence   Fence
-	expires int64 // nanoseconds since Memory.start
-	timer   timerwheel.Handle
-	keyOff  uint32
-	keyLen  uint16
-	state   uint8
-	gen     uint32 // bumped when the slot is freed or its timer replaced
+	hash       uint64
+	fence      Fence
+	expires    int64 // nanoseconds since Memory.start
+	timer      timerwheel.Handle
+	keyOff     uint32
+	keyLen     uint16
+	state      uint8
+	scoped     bool   // counted against its scope's quota
+	gen        uint32 // bumped when the slot is freed or its timer replaced
+	prev, next uint32 // done list neighbours (index+1; noSlot ends it)
 }
 
 // NewMemory returns an empty memory store for c. Errors wrap
@@ -183,6 +249,22 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 	if maxResult < 0 {
 		return nil, fmt.Errorf("%w: MaxResult %d is negative", ErrInvalidConfig, c.MaxResult)
 	}
+	maxBytes := c.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if maxBytes < 0 {
+		return nil, fmt.Errorf("%w: MaxBytes %d is negative", ErrInvalidConfig, c.MaxBytes)
+	}
+	shardBytes := maxBytes / shards
+	if c.MaxResult == 0 {
+		maxResult = min(maxResult, shardBytes)
+	} else if maxResult > shardBytes {
+		return nil, fmt.Errorf("%w: MaxResult %d exceeds a shard's share of MaxBytes (%d over %d shards)", ErrInvalidConfig, c.MaxResult, maxBytes, shards)
+	}
+	if c.ScopeQuota < 0 {
+		return nil, fmt.Errorf("%w: ScopeQuota %d is negative", ErrInvalidConfig, c.ScopeQuota)
+	}
 	tick := c.Tick
 	if tick == 0 {
 		tick = DefaultMemoryTick
@@ -215,6 +297,11 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 		tick:      int64(tick),
 		capacity:  perShard * shards,
 		maxResult: maxResult,
+		maxBytes:  shardBytes * shards,
+		quota:     c.ScopeQuota,
+	}
+	if m.quota > 0 {
+		m.scopes = xsync.NewMapOf[uint64, int32]()
 	}
 	bits := uint(0)
 	for 1<<bits < shards {
@@ -223,6 +310,7 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 	m.shardShift = 64 - bits
 	for i := range m.shards {
 		m.shards[i].limit = perShard
+		m.shards[i].byteLimit = shardBytes
 		m.shards[i].index = make([]uint32, 16)
 	}
 	m.fire = m.expireID
@@ -231,6 +319,27 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 
 // Cap returns the most live entries the store holds.
 func (m *Memory) Cap() int { return m.capacity }
+
+// MaxBytes returns the most bytes of stored results the store holds.
+func (m *Memory) MaxBytes() int { return m.maxBytes }
+
+// Stats returns the store's counters. Entries and Bytes are summed over
+// the shards one at a time, so under load they are not one instant's.
+func (m *Memory) Stats() MemoryStats {
+	st := MemoryStats{
+		Evictions:     m.evictions.Load(),
+		FullRefusals:  m.fullRefusals.Load(),
+		QuotaRefusals: m.quotaRefusals.Load(),
+	}
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		st.Entries += sh.count
+		st.Bytes += sh.bytes
+		sh.mu.Unlock()
+	}
+	return st
+}
 
 // Len returns the number of entries held, live or expired but not yet
 // reclaimed.
@@ -312,7 +421,9 @@ func (m *Memory) Issue(_ context.Context, token []byte, ttl time.Duration) error
 }
 
 // put inserts key in state st unless a live entry of the same namespace
-// holds it (then it returns 0).
+// holds it (then it returns 0). A full shard first gives way by evicting
+// its oldest done entry, then by reclaiming expired entries; only a shard
+// of pending claims and tokens answers ErrFull.
 func (m *Memory) put(key []byte, ttl time.Duration, st uint8) (Fence, error) {
 	if err := CheckKey(key); err != nil {
 		return 0, err
@@ -337,9 +448,12 @@ func (m *Memory) put(key []byte, ttl time.Duration, st uint8) (Fence, error) {
 			}
 			m.remove(sh, slot, true)
 		}
-		f, err := m.insert(sh, si, h, key, st, exp)
+		f, err := m.insert(sh, si, h, key, st, exp, now)
 		sh.mu.Unlock()
 		if err != ErrFull || retried {
+			if err == ErrFull {
+				m.fullRefusals.Add(1)
+			}
 			return f, err
 		}
 		// Full: reclaim whatever is due (outside the shard lock: the
@@ -391,9 +505,73 @@ func (m *Memory) Complete(_ context.Context, key []byte, fence Fence, result []b
 		s.timer = th
 	}
 	s.expires = exp
+	old := 0
+	if s.state == stDone {
+		// Completed again by its holder: it moves to the tail.
+		sh.unlinkDone(slot)
+		old = len(sh.results[slot])
+	}
+	// Room for the result: the oldest done entries give way. maxResult
+	// is at most byteLimit, so evicting the others always makes room.
+	for sh.bytes-old+len(result) > sh.byteLimit && sh.doneHead != noSlot {
+		m.evict(sh, now)
+	}
+	sh.bytes += len(result) - old
 	s.state = stDone
 	sh.results[slot] = bytes.Clone(result)
+	sh.linkDone(slot)
 	return nil
+}
+
+// Extend implements [Store.Extend]: it moves a pending claim's expiry (and
+// its timer) to now+ttl unless that is earlier than the current one.
+func (m *Memory) Extend(_ context.Context, key []byte, fence Fence, ttl time.Duration) error {
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	now := m.now()
+	exp, ok := expiry(now, ttl)
+	if !ok {
+		return ErrTTL
+	}
+	h := maphash.Bytes(m.seed, key)
+	si := m.shardOf(h)
+	sh := &m.shards[si]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	slot, found := sh.find(h, false, key)
+	if !found {
+		return ErrLost
+	}
+	s := &sh.slots[slot]
+	if s.expires <= now || s.fence != fence || s.state != stPending {
+		return ErrLost
+	}
+	if exp <= s.expires {
+		return nil
+	}
+	deadline := m.start.Add(time.Duration(exp))
+	if !m.wheel.Reset(s.timer, deadline) {
+		s.gen++
+		th, err := m.wheel.Schedule(deadline, timerID(s.gen, slot, si))
+		if err != nil {
+			m.remove(sh, slot, false)
+			return wheelErr(err)
+		}
+		s.timer = th
+	}
+	s.expires = exp
+	return nil
+}
+
+// evict removes the shard's oldest done entry (the caller checked that
+// there is one), counting it as an eviction if it was still live.
+func (m *Memory) evict(sh *memShard, now int64) {
+	slot := sh.doneHead - 1
+	if sh.slots[slot].expires > now {
+		m.evictions.Add(1)
+	}
+	m.remove(sh, slot, true)
 }
 
 // Release implements [Store.Release].
@@ -495,9 +673,25 @@ func (m *Memory) expireID(id uint64) {
 
 // insert stores a new entry; the caller holds sh.mu and has checked that
 // the key is absent.
-func (m *Memory) insert(sh *memShard, si int, h uint64, key []byte, st uint8, exp int64) (Fence, error) {
+func (m *Memory) insert(sh *memShard, si int, h uint64, key []byte, st uint8, exp, now int64) (Fence, error) {
+	scoped := false
+	if m.quota > 0 && st == stPending {
+		if scope, ok := keyScope(key); ok {
+			if !m.charge(scope) {
+				m.quotaRefusals.Add(1)
+				return 0, ErrQuota
+			}
+			scoped = true
+		}
+	}
 	if sh.count >= sh.limit {
-		return 0, ErrFull
+		if sh.doneHead == noSlot {
+			if scoped {
+				m.refund(key)
+			}
+			return 0, ErrFull
+		}
+		m.evict(sh, now)
 	}
 	var slot uint32
 	if n := len(sh.free); n > 0 {
@@ -512,6 +706,9 @@ func (m *Memory) insert(sh *memShard, si int, h uint64, key []byte, st uint8, ex
 	th, err := m.wheel.Schedule(m.start.Add(time.Duration(exp)), timerID(s.gen, slot, si))
 	if err != nil {
 		sh.free = append(sh.free, slot)
+		if scoped {
+			m.refund(key)
+		}
 		return 0, wheelErr(err)
 	}
 	sh.fences++
@@ -523,6 +720,7 @@ func (m *Memory) insert(sh *memShard, si int, h uint64, key []byte, st uint8, ex
 	s.keyOff = sh.keys.alloc(len(key))
 	s.keyLen = uint16(len(key))
 	s.state = st
+	s.scoped = scoped
 	copy(sh.keys.buf[s.keyOff:], key)
 	sh.count++
 	sh.place(slot)
@@ -536,11 +734,68 @@ func (m *Memory) remove(sh *memShard, slot uint32, cancel bool) {
 		m.wheel.Cancel(s.timer)
 	}
 	sh.unplace(slot)
+	if s.state == stDone {
+		sh.unlinkDone(slot)
+		sh.bytes -= len(sh.results[slot])
+	}
+	if s.scoped {
+		m.refund(sh.keys.buf[s.keyOff : s.keyOff+uint32(s.keyLen)])
+	}
 	sh.keys.release(s.keyOff, int(s.keyLen))
 	sh.results[slot] = nil
 	*s = memSlot{gen: s.gen + 1}
 	sh.free = append(sh.free, slot)
 	sh.count--
+}
+
+// charge counts one more live claim against scope's quota, or reports
+// false (counting nothing) when the scope is at its quota.
+func (m *Memory) charge(scope []byte) bool {
+	ok := true
+	m.scopes.Compute(maphash.Bytes(m.seed, scope), func(n int32, _ bool) (int32, bool) {
+		if int(n) >= m.quota {
+			ok = false
+			return n, n == 0
+		}
+		return n + 1, false
+	})
+	return ok
+}
+
+// refund undoes charge for the scope of key.
+func (m *Memory) refund(key []byte) {
+	scope, _ := keyScope(key)
+	m.scopes.Compute(maphash.Bytes(m.seed, scope), func(n int32, _ bool) (int32, bool) {
+		return n - 1, n <= 1
+	})
+}
+
+// linkDone appends slot to the tail of the done list.
+func (sh *memShard) linkDone(slot uint32) {
+	s := &sh.slots[slot]
+	s.prev, s.next = sh.doneTail, noSlot
+	if sh.doneTail != noSlot {
+		sh.slots[sh.doneTail-1].next = slot + 1
+	} else {
+		sh.doneHead = slot + 1
+	}
+	sh.doneTail = slot + 1
+}
+
+// unlinkDone removes slot from the done list.
+func (sh *memShard) unlinkDone(slot uint32) {
+	s := &sh.slots[slot]
+	if s.prev != noSlot {
+		sh.slots[s.prev-1].next = s.next
+	} else {
+		sh.doneHead = s.next
+	}
+	if s.next != noSlot {
+		sh.slots[s.next-1].prev = s.prev
+	} else {
+		sh.doneTail = s.prev
+	}
+	s.prev, s.next = noSlot, noSlot
 }
 
 // find returns the slot holding key in the given namespace.

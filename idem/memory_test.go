@@ -255,7 +255,7 @@ func TestMemoryModel(t *testing.T) {
 	for op := range ops {
 		k := keys[rng.IntN(len(keys))]
 		ttl := time.Duration(1+rng.IntN(50)) * time.Millisecond
-		switch rng.IntN(8) {
+		switch rng.IntN(9) {
 		case 0, 1:
 			f, err := m.Claim(ctx, []byte(k), ttl)
 			e := live(claims, k)
@@ -326,6 +326,21 @@ func TestMemoryModel(t *testing.T) {
 				t.Fatalf("op %d Consume = %v %v; model live: %v", op, ok, err, e != nil)
 			}
 			delete(tokens, k)
+		case 8:
+			e := live(claims, k)
+			fence := idem.Fence(1)
+			if e != nil && rng.IntN(4) > 0 {
+				fence = e.fence
+			}
+			err := m.Extend(ctx, []byte(k), fence, ttl)
+			if e != nil && e.fence == fence && e.state == idem.Pending {
+				if err != nil {
+					t.Fatalf("op %d Extend: %v", op, err)
+				}
+				e.expires = max(e.expires, now()+ttl)
+			} else if !errors.Is(err, idem.ErrLost) {
+				t.Fatalf("op %d Extend of a claim not pending under the fence = %v", op, err)
+			}
 		}
 		clk.Advance(time.Duration(rng.IntN(3)) * time.Millisecond)
 	}
@@ -338,7 +353,8 @@ func TestMemoryModel(t *testing.T) {
 }
 
 // TestMemoryClaimAllocs is the 0 allocs/op target for a claim with a
-// []byte key (fresh keys, repeats, and the release that recycles them).
+// []byte key (fresh keys, repeats, the extension a running call gets, and
+// the release that recycles them).
 func TestMemoryClaimAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes allocation counts")
@@ -359,9 +375,12 @@ func TestMemoryClaimAllocs(t *testing.T) {
 			}
 			fences[i] = f
 		}
-		for _, k := range keys {
+		for i, k := range keys {
 			if f, err := m.Claim(ctx, k, time.Minute); f != 0 || err != nil { // a repeat
 				failed = fmt.Errorf("repeat claim %s: %d, %v", k, f, err)
+			}
+			if err := m.Extend(ctx, k, fences[i], 2*time.Minute); err != nil { // the keeper's tick
+				failed = fmt.Errorf("extend %s: %v", k, err)
 			}
 		}
 		for i, k := range keys {
@@ -407,4 +426,80 @@ func TestMemoryJanitor(t *testing.T) {
 	}
 	j.Stop()
 	j.Stop() // idempotent
+}
+
+// TestMemoryEvictionQuota checks the bookkeeping behind issue 17 items 4
+// and 5 on a fake clock: a full shard evicts its oldest completed entry
+// (completion order, not claim order; a second Complete moves an entry to
+// the tail), expired entries are reclaimed without counting as evictions,
+// pending claims are never evicted, and a scope's quota is given back by
+// release, expiry and eviction.
+func TestMemoryEvictionQuota(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	m := newMemory(t, idem.MemoryConfig{Capacity: 4, Shards: 1, ScopeQuota: 3, Clock: clk.Now})
+	k := func(scope, key string) []byte { return mustScoped(t, scope, key) }
+	claim := func(key []byte) idem.Fence {
+		t.Helper()
+		f, err := m.Claim(ctx, key, time.Minute)
+		if err != nil || f == 0 {
+			t.Fatalf("Claim(%q) = %v, %v", key, f, err)
+		}
+		return f
+	}
+	a, b, c := k("s", "a"), k("s", "b"), k("t", "c")
+	fa, fb, fc := claim(a), claim(b), claim(c)
+	// Completed in the order b, a, c; then b again: order a, c, b.
+	for _, x := range []struct {
+		key []byte
+		f   idem.Fence
+	}{{b, fb}, {a, fa}, {c, fc}, {b, fb}} {
+		if err := m.Complete(ctx, x.key, x.f, []byte("r"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := claim(k("t", "pending")) // the store is full: 4 entries
+	for i, want := range [][]byte{a, c, b} {
+		claim(k("u", strconv.Itoa(i)))
+		if st, _, _ := m.Lookup(ctx, want, nil); st != idem.Absent {
+			t.Fatalf("eviction %d left %q (%v); want oldest completion first", i, want, st)
+		}
+	}
+	if st := m.Stats(); st.Evictions != 3 || st.Entries != 4 {
+		t.Fatalf("stats %+v; want 3 evictions, 4 entries", st)
+	}
+	// Now four pending claims: nothing may be evicted.
+	if _, err := m.Claim(ctx, []byte("more"), time.Minute); !errors.Is(err, idem.ErrFull) {
+		t.Fatalf("Claim into a store of pending claims = %v, want ErrFull", err)
+	}
+	if m.Stats().FullRefusals != 1 {
+		t.Fatalf("FullRefusals = %d", m.Stats().FullRefusals)
+	}
+	_ = p
+	// Quota: scope "u" holds 3 → refused; release gives one back.
+	m2 := newMemory(t, idem.MemoryConfig{Capacity: 64, Shards: 1, ScopeQuota: 2, Clock: clk.Now})
+	f1, _ := m2.Claim(ctx, k("u", "1"), time.Minute)
+	m2.Claim(ctx, k("u", "2"), time.Second)
+	if _, err := m2.Claim(ctx, k("u", "3"), time.Minute); !errors.Is(err, idem.ErrQuota) {
+		t.Fatalf("third claim of a quota-2 scope = %v, want ErrQuota", err)
+	}
+	if f, err := m2.Claim(ctx, k("v", "3"), time.Minute); err != nil || f == 0 {
+		t.Fatalf("another scope = %v, %v", f, err)
+	}
+	if f, err := m2.Claim(ctx, []byte("unscoped"), time.Minute); err != nil || f == 0 {
+		t.Fatalf("unscoped key = %v, %v", f, err)
+	}
+	if err := m2.Release(ctx, k("u", "1"), f1); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := m2.Claim(ctx, k("u", "3"), time.Minute); err != nil || f == 0 {
+		t.Fatalf("claim after a release = %v, %v", f, err)
+	}
+	clk.Advance(2 * time.Second) // "u/2" expires
+	if f, err := m2.Claim(ctx, k("u", "4"), time.Minute); err != nil || f == 0 {
+		t.Fatalf("claim after an expiry = %v, %v", f, err)
+	}
+	if m2.Stats().QuotaRefusals != 1 {
+		t.Fatalf("QuotaRefusals = %d", m2.Stats().QuotaRefusals)
+	}
 }

@@ -11,8 +11,9 @@ import (
 type Response struct {
 	// Status is the HTTP status code (100 to 999).
 	Status int
-	// Fingerprint identifies the request that produced the answer (see
-	// WithFingerprint); a repeat with another fingerprint gets 422.
+	// Fingerprint identifies the request that produced the answer: the
+	// SHA-256 (32 bytes) of what the middleware's Fingerprint returned; a
+	// repeat with another fingerprint gets 422.
 	Fingerprint []byte
 	// Header holds the response headers the handler set, hop-by-hop
 	// headers and Date excluded.

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -48,6 +49,11 @@ var (
 	// matched no row: the row's version moved on since it was read, or the
 	// row does not exist (SPEC I4, seed 003's CAS).
 	ErrConflict = errors.New("idem: version conflict")
+	// ErrQuota is returned by Memory's Claim when the key's scope (see
+	// ScopedKey) already holds MemoryConfig.ScopeQuota live entries, so that
+	// one tenant cannot push every other tenant's stored answers out of a
+	// shared store (SPEC I5). Middleware maps it to 429 Too Many Requests.
+	ErrQuota = errors.New("idem: scope quota reached")
 )
 
 // State is what a store knows about a key.
@@ -109,6 +115,14 @@ type Store interface {
 	// Errors: ErrLost if fence does not hold the key (nothing changed),
 	// ErrKey, or the backend's error.
 	Release(ctx context.Context, key []byte, fence Fence) error
+	// Extend keeps the pending claim held by fence alive until at least
+	// ttl (> 0) from now, so that a call running longer than its first
+	// pending ttl is not run a second time (SPEC I5). It never shortens a
+	// claim. Do and Middleware call it on a ticker while the call runs.
+	// Errors: ErrLost if fence does not hold a pending claim on key (it
+	// expired, was released or completed, or was never this caller's;
+	// nothing changed), ErrKey, ErrTTL, or the backend's error.
+	Extend(ctx context.Context, key []byte, fence Fence, ttl time.Duration) error
 	// Lookup reports the key's state. For Done it appends the stored result
 	// to dst and returns the extended slice (owned by the caller); for
 	// Absent and Pending it returns dst unchanged. An expired entry is
@@ -125,8 +139,9 @@ type Store interface {
 }
 
 // TTL says how long a key is kept: Pending bounds a claim whose call has
-// not completed (it must exceed the longest call, see the package
-// comment), Done how long a completed call's result answers repeats.
+// not completed and is no longer extended (its process crashed; see the
+// package comment), Done how long a completed call's result answers
+// repeats.
 type TTL struct {
 	Pending time.Duration
 	Done    time.Duration
@@ -143,6 +158,56 @@ func CheckKey(key []byte) error {
 		return ErrKey
 	}
 	return nil
+}
+
+// ScopeSeparator is the byte ScopedKey puts between a scope and a client's
+// key: the ASCII unit separator, a control character no valid key contains
+// (ValidKey) and net/http refuses in any header value.
+const ScopeSeparator = 0x1F
+
+// ValidKey reports whether key can be a client's idempotency key: 1 to
+// MaxKeyLen bytes of printable ASCII (0x20 to 0x7E), the characters of the
+// structured-field string the IETF Idempotency-Key header carries. A UUID
+// or NewKey's base32 text qualifies.
+func ValidKey(key string) bool {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// ScopedKey appends to dst the store key under which key (a client's
+// idempotency key) is kept for scope (the integrator's name for the
+// client: an account, a tenant; SPEC I5) and returns the extended slice:
+// the scope's bytes, ScopeSeparator, then key. The key contains no
+// separator (ValidKey), so splitting at the last separator gives scope and
+// key back: two different (scope, key) pairs never share a store key —
+// scope "1" with key "2abc" and scope "12" with key "abc" are two entries.
+// The scope may hold any bytes. The whole composite counts against
+// MaxKeyLen. Errors: ErrKey (dst unchanged) when key is not ValidKey or the
+// composite is longer than MaxKeyLen.
+func ScopedKey(dst []byte, scope, key string) ([]byte, error) {
+	if !ValidKey(key) || len(scope)+1+len(key) > MaxKeyLen {
+		return dst, ErrKey
+	}
+	dst = append(dst, scope...)
+	dst = append(dst, ScopeSeparator)
+	return append(dst, key...), nil
+}
+
+// keyScope returns the scope part of a store key made by ScopedKey, and
+// false for a key without a separator (not scoped).
+func keyScope(key []byte) ([]byte, bool) {
+	i := bytes.LastIndexByte(key, ScopeSeparator)
+	if i < 0 {
+		return nil, false
+	}
+	return key[:i], true
 }
 
 // TTLMillis returns ttl in whole milliseconds, rounded up so that an entry
@@ -171,6 +236,9 @@ const maxDoAttempts = 3
 //   - a repeat after the first completed gets the stored result and
 //     replayed true, without running fn.
 //
+// While fn runs, its claim is extended (Store.Extend) every third or so of
+// ttl.Pending by one shared background loop, so a slow fn is not run twice;
+// only a crashed process leaves a claim to expire (see the package comment).
 // If the result cannot be stored, Do returns it with an error wrapping
 // ErrNotStored (see there). Release and Complete run under
 // context.WithoutCancel(ctx), so a caller that went away does not leave its
@@ -192,10 +260,12 @@ func Do(ctx context.Context, s Store, key []byte, ttl TTL, fn func(context.Conte
 	case state == Pending:
 		return nil, false, ErrInProgress
 	}
-	result, err = run(ctx, s, key, fence, fn)
+	h := holdClaim(s, key, fence, ttl.Pending, nil)
+	result, err = run(ctx, s, key, fence, h, fn)
 	if err != nil {
 		return nil, false, err
 	}
+	h.drop()
 	if err := s.Complete(context.WithoutCancel(ctx), key, fence, result, ttl.Done); err != nil {
 		return result, false, errors.Join(ErrNotStored, err)
 	}
@@ -221,13 +291,15 @@ func claimOrState(ctx context.Context, s Store, key []byte, pending time.Duratio
 	return 0, Pending, nil, nil
 }
 
-// run calls fn and releases the claim if fn fails or panics.
-func run(ctx context.Context, s Store, key []byte, fence Fence, fn func(context.Context) ([]byte, error)) (result []byte, err error) {
+// run calls fn and, if fn fails or panics, stops extending the claim and
+// releases it.
+func run(ctx context.Context, s Store, key []byte, fence Fence, h *hold, fn func(context.Context) ([]byte, error)) (result []byte, err error) {
 	ok := false
 	defer func() {
 		if !ok {
 			// fn failed or panicked: the call had no effect we vouch for,
 			// so let a retry run. A panic propagates after this.
+			h.drop()
 			_ = s.Release(context.WithoutCancel(ctx), key, fence)
 		}
 	}()

@@ -17,11 +17,12 @@ import (
 func Example() {
 	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
 	defer client.Close()
-	store, err := redisstore.New(client, redisstore.Options{Prefix: "orders:"})
+	ctx := context.Background()
+	// New refuses a Redis whose maxmemory-policy could evict claims.
+	store, err := redisstore.New(ctx, client, redisstore.Options{Prefix: "orders:"})
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
 	result, replayed, err := idem.Do(ctx, store, []byte("req-7f3c"), idem.DefaultTTL,
 		func(context.Context) ([]byte, error) { return []byte("order 42"), nil })
 	fmt.Println(string(result), replayed, err)

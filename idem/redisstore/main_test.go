@@ -38,10 +38,26 @@ func newClient(tb testing.TB) redis.UniversalClient {
 	return c
 }
 
+// newClusterClient connects to the shared three-master test cluster
+// (skipping outside CI when redis-server is not installed) and flushes
+// every master.
+func newClusterClient(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.ClusterAddrs(tb), PoolSize: 64})
+	tb.Cleanup(func() { c.Close() })
+	err := c.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+		return m.FlushDB(ctx).Err()
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 func newStore(tb testing.TB, o redisstore.Options) (*redisstore.Store, redis.UniversalClient) {
 	tb.Helper()
 	c := newClient(tb)
-	s, err := redisstore.New(c, o)
+	s, err := redisstore.New(context.Background(), c, o)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,10 +5,34 @@
 // token.
 //
 // It takes a go-redis v9 [redis.UniversalClient], so the same code runs on
-// a single server, a failover (Sentinel) client or a Redis Cluster: every
-// command and script touches exactly one key, so no hash tags are needed.
-// It lives in its own package so that users of idem's memory store do not
-// link go-redis.
+// a single server, a failover (Sentinel) client or a Redis Cluster. On a
+// cluster, a script whose keys hash to different slots fails with
+// CROSSSLOT; every command and script here names exactly one key (KEYS[1]),
+// so each runs on the one node that owns that key's slot, and MOVED and
+// ASK redirections during a slot migration are followed by go-redis. A
+// script that ever needed two keys (a claim and its token, say) would have
+// to give both one hash tag, Prefix+"{"+key+"}…", so that they share a
+// slot; TestRedisScriptsOneKey checks that none does. It lives in its own
+// package so that users of idem's memory store do not link go-redis.
+//
+// # Eviction and failover
+//
+// A claim is only as safe as Redis's promise to keep it. With a
+// maxmemory-policy other than noeviction, Redis under memory pressure
+// deletes keys — a running request's claim among them — and the repeat
+// runs the call again. [New] therefore reads maxmemory-policy from every
+// node and refuses anything but noeviction (ErrEvictionPolicy), unless
+// Options.WarnOnEviction asks for a logged warning instead. With
+// noeviction a full Redis refuses writes: claims fail with an OOM error
+// (idem.Middleware answers 503) rather than vanish.
+//
+// Replication is asynchronous: a claim or result acknowledged by a master
+// may not have reached its replica when the master fails. After a
+// failover (Sentinel or Cluster promoting the replica) the keys written in
+// that window — typically the last few milliseconds, at most the
+// replication lag — are gone, and a repeat of such a request runs again.
+// That window is Redis's, not this package's; a write that must never be
+// doubled belongs in the database transaction (sqlstore.InTx).
 //
 // # Keys and values
 //
@@ -22,8 +46,8 @@
 //
 // # Cost
 //
-// Claim, Complete, Release, Consume and Issue are one round trip each;
-// Lookup is one GET. A repeat in idem.Do or idem.Middleware costs a Claim
+// Claim, Complete, Release, Extend, Consume and Issue are one round trip
+// each; Lookup is one GET. A repeat in idem.Do or idem.Middleware costs a Claim
 // and a Lookup. A script is sent by SHA (EVALSHA) and loaded on first use.
 package redisstore
 
@@ -32,6 +56,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/readretry/readretry/idem"
@@ -55,7 +82,24 @@ type Options struct {
 	// MaxResult is the longest result Complete accepts, in bytes; 0 means
 	// DefaultMaxResult.
 	MaxResult int
+	// WarnOnEviction makes New log MsgEvictionPolicy at warning level and
+	// go on when a node's maxmemory-policy is not noeviction, or cannot be
+	// read (managed services that disable CONFIG), instead of failing with
+	// ErrEvictionPolicy. Claims may then be evicted under memory pressure
+	// (see the package comment).
+	WarnOnEviction bool
+	// Logger receives that warning; nil means slog.Default().
+	Logger *slog.Logger
 }
+
+// MsgEvictionPolicy is the message New logs under Options.WarnOnEviction
+// for a node whose maxmemory-policy allows eviction (attributes "addr",
+// "policy", and "error" when the policy could not be read).
+const MsgEvictionPolicy = "redis maxmemory-policy allows evicting idempotency claims"
+
+// ErrEvictionPolicy is wrapped by New when a node's maxmemory-policy is not
+// noeviction, or cannot be read, and Options.WarnOnEviction is false.
+var ErrEvictionPolicy = errors.New("redisstore: maxmemory-policy must be noeviction")
 
 // Store is an idem.Store on Redis. It is safe for concurrent use; its cost
 // is the client's (one pooled connection per command in flight).
@@ -71,13 +115,21 @@ type Store struct {
 // ErrInvalidConfig is wrapped by New for invalid Options.
 var ErrInvalidConfig = errors.New("redisstore: invalid config")
 
-// New returns a store that keeps its entries in c. Errors wrap ErrInvalidConfig.
-func New(c redis.UniversalClient, o Options) (*Store, error) {
+// New returns a store that keeps its entries in c, after checking that
+// every node c reaches (every master and replica of a cluster) has
+// maxmemory-policy noeviction: one CONFIG GET per node. Errors wrap
+// ErrInvalidConfig for bad Options, ErrEvictionPolicy for a node that
+// allows eviction or whose policy cannot be read (see
+// Options.WarnOnEviction); the client's error if a node cannot be reached.
+func New(ctx context.Context, c redis.UniversalClient, o Options) (*Store, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrInvalidConfig)
 	}
 	if o.MaxResult < 0 {
 		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrInvalidConfig, o.MaxResult)
+	}
+	if err := checkEviction(ctx, c, o); err != nil {
+		return nil, err
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -92,6 +144,60 @@ func New(c redis.UniversalClient, o Options) (*Store, error) {
 		maxResult: o.MaxResult,
 		fences:    fence.New(),
 	}, nil
+}
+
+// checkEviction reads maxmemory-policy from every node of c.
+func checkEviction(ctx context.Context, c redis.UniversalClient, o Options) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var mu sync.Mutex
+	var refused []string
+	check := func(ctx context.Context, addr string, node redis.Cmdable) error {
+		policy, err := node.ConfigGet(ctx, "maxmemory-policy").Result()
+		var reply redis.Error
+		if err != nil && !errors.As(err, &reply) {
+			// Not the server's answer (which would mean CONFIG is
+			// disabled): the node cannot be reached.
+			return fmt.Errorf("redisstore: read maxmemory-policy of %s: %w", addr, err)
+		}
+		p := policy["maxmemory-policy"]
+		if err == nil && p == "noeviction" {
+			return nil
+		}
+		why := fmt.Sprintf("%s has %q", addr, p)
+		if err != nil {
+			why = fmt.Sprintf("%s: cannot read it (%v)", addr, err)
+		}
+		if o.WarnOnEviction {
+			log.Warn(MsgEvictionPolicy, "addr", addr, "policy", p, "error", fmt.Sprint(err))
+			return nil
+		}
+		mu.Lock()
+		refused = append(refused, why)
+		mu.Unlock()
+		return nil
+	}
+	perNode := func(ctx context.Context, n *redis.Client) error { return check(ctx, n.Options().Addr, n) }
+	var err error
+	switch cc := c.(type) {
+	case *redis.ClusterClient:
+		err = cc.ForEachShard(ctx, perNode)
+	case *redis.Ring:
+		err = cc.ForEachShard(ctx, perNode)
+	case *redis.Client: // a single server, or a Sentinel failover client
+		err = perNode(ctx, cc)
+	default:
+		err = check(ctx, "redis", c)
+	}
+	if err != nil {
+		return err
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: %s (set CONFIG SET maxmemory-policy noeviction, or Options.WarnOnEviction)", ErrEvictionPolicy, strings.Join(refused, "; "))
+	}
+	return nil
 }
 
 const (
@@ -111,24 +217,44 @@ func pendingValue(f idem.Fence) []byte {
 // with the caller's fence (ARGV[1], 8 bytes) after the tag byte — with the
 // done value (ARGV[2]) for ARGV[3] milliseconds; 0 if the claim is not the
 // caller's. (A holder may complete twice, as with the other stores.)
-var completeScript = redis.NewScript(`
+var completeScript = redis.NewScript(completeSrc)
+
+const completeSrc = `
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 2, 9) == ARGV[1] then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
 end
 return 0
-`)
+`
 
 // releaseScript deletes the claim if it is still the caller's: pending or
 // done with the caller's fence (ARGV[1], 8 bytes) after the tag byte.
-var releaseScript = redis.NewScript(`
+var releaseScript = redis.NewScript(releaseSrc)
+
+const releaseSrc = `
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 2, 9) == ARGV[1] then
 	return redis.call('DEL', KEYS[1])
 end
 return 0
-`)
+`
+
+// extendScript moves the expiry of the caller's pending claim (tag 'P',
+// fence ARGV[1]) to ARGV[2] milliseconds from now unless it is already
+// later; 0 if the key holds no pending claim of the caller's.
+var extendScript = redis.NewScript(extendSrc)
+
+const extendSrc = `
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 1) == 'P' and string.sub(v, 2, 9) == ARGV[1] then
+	if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+		redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	end
+	return 1
+end
+return 0
+`
 
 // fenceBytes is a fence as stored after a value's tag byte.
 func fenceBytes(f idem.Fence) []byte { return binary.BigEndian.AppendUint64(nil, uint64(f)) }
@@ -187,6 +313,25 @@ func (s *Store) Release(ctx context.Context, key []byte, fence idem.Fence) error
 	n, err := releaseScript.Run(ctx, s.c, []string{s.claim + string(key)}, fenceBytes(fence)).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	if n == 0 {
+		return idem.ErrLost
+	}
+	return nil
+}
+
+// Extend implements idem.Store.Extend with a compare-and-expire script.
+func (s *Store) Extend(ctx context.Context, key []byte, fence idem.Fence, ttl time.Duration) error {
+	if err := idem.CheckKey(key); err != nil {
+		return err
+	}
+	ms, err := idem.TTLMillis(ttl)
+	if err != nil {
+		return err
+	}
+	n, err := extendScript.Run(ctx, s.c, []string{s.claim + string(key)}, fenceBytes(fence), ms).Int()
+	if err != nil {
+		return fmt.Errorf("redisstore: extend: %w", err)
 	}
 	if n == 0 {
 		return idem.ErrLost

@@ -1,8 +1,10 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +30,13 @@ func TestRedisConformance(t *testing.T) {
 // claimed again; its crashed holder can then neither complete nor release
 // the new claim.
 func TestRedisTTL(t *testing.T) {
-	ctx := context.Background()
 	s, c := newStore(t, redisstore.Options{Prefix: "ttl:"})
+	testTTL(t, s, c)
+}
+
+// testTTL is TestRedisTTL's body on the store s (prefix "ttl:") over c.
+func testTTL(t *testing.T, s *redisstore.Store, c redis.UniversalClient) {
+	ctx := context.Background()
 	k := []byte("req-1")
 	crashed, err := s.Claim(ctx, k, time.Second)
 	if err != nil || crashed == 0 {
@@ -114,26 +121,68 @@ func TestRedisForeignValue(t *testing.T) {
 }
 
 func TestRedisOptionsAndErrors(t *testing.T) {
-	if _, err := redisstore.New(nil, redisstore.Options{}); !errors.Is(err, redisstore.ErrInvalidConfig) {
+	ctx := context.Background()
+	if _, err := redisstore.New(ctx, nil, redisstore.Options{}); !errors.Is(err, redisstore.ErrInvalidConfig) {
 		t.Fatalf("nil client: %v", err)
 	}
-	// A client to a port nothing listens on: errors are wrapped, not
-	// swallowed, and never mistaken for a repeat. No server is needed.
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+	// A client to a port nothing listens on: New cannot check the
+	// eviction policy and says why. No server is needed.
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 		DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
-	defer c.Close()
-	if _, err := redisstore.New(c, redisstore.Options{MaxResult: -1}); !errors.Is(err, redisstore.ErrInvalidConfig) {
+	defer down.Close()
+	if _, err := redisstore.New(ctx, down, redisstore.Options{}); err == nil || errors.Is(err, redisstore.ErrEvictionPolicy) ||
+		!strings.Contains(err.Error(), "maxmemory-policy of 127.0.0.1:1") {
+		t.Fatalf("New with Redis down = %v", err)
+	}
+	if _, err := redisstore.New(ctx, down, redisstore.Options{MaxResult: -1}); !errors.Is(err, redisstore.ErrInvalidConfig) {
 		t.Fatalf("negative MaxResult: %v", err)
 	}
-	s, _ := redisstore.New(c, redisstore.Options{MaxResult: 2})
-	ctx := context.Background()
-	if f, err := s.Claim(ctx, []byte("k"), time.Second); err == nil || f != 0 || !strings.Contains(err.Error(), "redisstore: claim") {
-		t.Fatalf("Claim with Redis down = %v, %v", f, err)
-	}
-	if ok, err := s.Consume(ctx, []byte("k")); err == nil || ok {
-		t.Fatalf("Consume with Redis down = %v, %v", ok, err)
-	}
+	// A store whose client then fails: errors are wrapped, not
+	// swallowed, and never mistaken for a repeat.
+	s, c := newStore(t, redisstore.Options{MaxResult: 2})
 	if err := s.Complete(ctx, []byte("k"), 1, []byte("123"), time.Second); !errors.Is(err, idem.ErrTooLarge) {
 		t.Fatalf("Complete over MaxResult = %v", err)
+	}
+	c.Close()
+	if f, err := s.Claim(ctx, []byte("k"), time.Second); err == nil || f != 0 || !strings.Contains(err.Error(), "redisstore: claim") {
+		t.Fatalf("Claim with the client closed = %v, %v", f, err)
+	}
+	if ok, err := s.Consume(ctx, []byte("k")); err == nil || ok {
+		t.Fatalf("Consume with the client closed = %v, %v", ok, err)
+	}
+	if err := s.Extend(ctx, []byte("k"), 1, time.Second); err == nil || errors.Is(err, idem.ErrLost) {
+		t.Fatalf("Extend with the client closed = %v", err)
+	}
+}
+
+// TestRedisEvictionPolicy is issue 17 item 7: a Redis whose
+// maxmemory-policy lets it evict keys (volatile-lru, allkeys-lru, …) could
+// drop a running request's claim under memory pressure, so New refuses it
+// with ErrEvictionPolicy — or, with WarnOnEviction, logs MsgEvictionPolicy
+// and goes on. noeviction is accepted.
+func TestRedisEvictionPolicy(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t)
+	if _, err := redisstore.New(ctx, c, redisstore.Options{}); err != nil {
+		t.Fatalf("New on noeviction: %v", err)
+	}
+	for _, policy := range []string{"volatile-lru", "allkeys-lru", "allkeys-random", "volatile-ttl"} {
+		if err := c.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.ConfigSet(context.Background(), "maxmemory-policy", "noeviction") })
+		_, err := redisstore.New(ctx, c, redisstore.Options{})
+		if !errors.Is(err, redisstore.ErrEvictionPolicy) || !strings.Contains(err.Error(), policy) {
+			t.Fatalf("New on %s = %v, want ErrEvictionPolicy naming it", policy, err)
+		}
+		var logged bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&logged, nil))
+		if _, err := redisstore.New(ctx, c, redisstore.Options{WarnOnEviction: true, Logger: log}); err != nil {
+			t.Fatalf("New on %s with WarnOnEviction = %v", policy, err)
+		}
+		if out := logged.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, redisstore.MsgEvictionPolicy) ||
+			!strings.Contains(out, "policy="+policy) {
+			t.Fatalf("warning for %s: %q", policy, out)
+		}
 	}
 }

@@ -20,6 +20,13 @@ type Dialect struct {
 	Numbered bool
 	// BlobType is the column type of stored results.
 	BlobType string
+	// KeyType is the column type of request IDs, tokens and events: a
+	// binary type, compared byte for byte, because a key is bytes (a scope
+	// and a client's key, idem.ScopedKey) and two keys that differ in one
+	// byte — "abc", "ABC", "ábc" — must never share a row. MySQL's
+	// default collations fold case and accents, so its VARCHAR would; its
+	// VARBINARY does not (issue 17 item 13).
+	KeyType string
 	// UniqueViolation reports whether err is an insert hitting a unique
 	// index or primary key; nil means IsUniqueViolation.
 	UniqueViolation func(err error) bool
@@ -29,11 +36,13 @@ type Dialect struct {
 var (
 	// SQLite: modernc.org/sqlite (the tested, pure-Go default) or
 	// mattn/go-sqlite3; ? placeholders.
-	SQLite = Dialect{Name: "sqlite", BlobType: "BLOB"}
-	// Postgres: jackc/pgx (stdlib) or lib/pq; $n placeholders.
-	Postgres = Dialect{Name: "postgres", Numbered: true, BlobType: "BYTEA"}
-	// MySQL: go-sql-driver/mysql; ? placeholders.
-	MySQL = Dialect{Name: "mysql", BlobType: "LONGBLOB"}
+	SQLite = Dialect{Name: "sqlite", BlobType: "BLOB", KeyType: "BLOB"}
+	// Postgres: jackc/pgx (stdlib; tested on a real server) or lib/pq; $n
+	// placeholders.
+	Postgres = Dialect{Name: "postgres", Numbered: true, BlobType: "BYTEA", KeyType: "BYTEA"}
+	// MySQL and MariaDB: go-sql-driver/mysql (tested on a real MariaDB);
+	// ? placeholders; binary keys whatever the server's collation.
+	MySQL = Dialect{Name: "mysql", BlobType: "LONGBLOB", KeyType: "VARBINARY(255)"}
 )
 
 // ErrDialect is returned by DialectOf for a driver it does not know, and

@@ -33,7 +33,7 @@ type Querier interface {
 // store there is no window: the event row and the business rows commit or
 // roll back together.
 //
-//	event      VARCHAR(255) NOT NULL PRIMARY KEY
+//	event      BLOB/BYTEA/VARBINARY(255) NOT NULL PRIMARY KEY  -- Dialect.KeyType
 //	created_at BIGINT NOT NULL  -- Unix milliseconds, for Purge
 //
 // The table must live in the database of the business tables. An EventLog
@@ -47,13 +47,17 @@ type EventLog struct {
 }
 
 // NewEventLog returns the event log in table (a plain identifier; "" means
-// DefaultEventTable) for dialect d. Errors wrap ErrDialect.
+// DefaultEventTable) for dialect d. Errors wrap ErrDialect (a bad name, or
+// a dialect without KeyType).
 func NewEventLog(d Dialect, table string) (*EventLog, error) {
 	if table == "" {
 		table = DefaultEventTable
 	}
 	if err := checkIdent("table", table); err != nil {
 		return nil, err
+	}
+	if d.KeyType == "" {
+		return nil, fmt.Errorf("%w: dialect %q without KeyType", ErrDialect, d.Name)
 	}
 	return &EventLog{
 		d:       d,
@@ -68,7 +72,7 @@ func NewEventLog(d Dialect, table string) (*EventLog, error) {
 // CreateTable creates the event table if it does not exist.
 func (l *EventLog) CreateTable(ctx context.Context, x Execer) error {
 	_, err := x.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+l.table+` (
-	event VARCHAR(255) NOT NULL PRIMARY KEY,
+	event `+l.d.KeyType+` NOT NULL PRIMARY KEY,
 	created_at BIGINT NOT NULL
 )`)
 	if err != nil {
@@ -81,7 +85,7 @@ func (l *EventLog) CreateTable(ctx context.Context, x Execer) error {
 // transaction pass the *sql.Tx.
 func (l *EventLog) Exists(ctx context.Context, q Querier, event string) (bool, error) {
 	var one int
-	err := q.QueryRowContext(ctx, l.qExists, event).Scan(&one)
+	err := q.QueryRowContext(ctx, l.qExists, []byte(event)).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
@@ -134,7 +138,7 @@ func (l *EventLog) InTx(ctx context.Context, db *sql.DB, event string, fn func(c
 			_ = tx.Rollback()
 		}
 	}()
-	if _, err := tx.ExecContext(ctx, l.qInsert, event, l.clock().UnixMilli()); err != nil {
+	if _, err := tx.ExecContext(ctx, l.qInsert, []byte(event), l.clock().UnixMilli()); err != nil {
 		if l.d.isUnique(err) {
 			return nil // logged by a concurrent InTx that committed
 		}

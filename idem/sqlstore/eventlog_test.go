@@ -12,21 +12,22 @@ import (
 	"github.com/readretry/readretry/idem/sqlstore"
 )
 
-// bank sets up a business table and the event log in one database.
-func bank(t *testing.T) (*sql.DB, *sqlstore.EventLog) {
+// bank sets up a business table and the event log in one new database of
+// backend b.
+func bank(t *testing.T, b backend) (*sql.DB, *sqlstore.EventLog) {
 	t.Helper()
 	ctx := context.Background()
-	db := openSQLite(t)
-	if _, err := db.ExecContext(ctx, `CREATE TABLE account (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL, version INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
+	db := b.open(t)
+	for _, q := range []string{
+		`CREATE TABLE account (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL, version INTEGER NOT NULL)`,
+		`CREATE TABLE ledger (account INTEGER NOT NULL, amount INTEGER NOT NULL)`,
+		`INSERT INTO account (id, balance, version) VALUES (1, 100, 1)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, account INTEGER NOT NULL, amount INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO account (id, balance, version) VALUES (1, 100, 1)`); err != nil {
-		t.Fatal(err)
-	}
-	l, err := sqlstore.NewEventLog(sqlstore.SQLite, "")
+	l, err := sqlstore.NewEventLog(b.d, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +47,13 @@ func count(t *testing.T, db *sql.DB, query string) int {
 }
 
 // debit is a non-idempotent business write (seed 003's
-// "UPDATE … SET col = col - 1"): run twice, it debits twice.
-func debit(amount int) func(ctx context.Context, tx *sql.Tx) error {
+// "UPDATE … SET col = col - 1") in dialect d: run twice, it debits twice.
+func debit(d sqlstore.Dialect, amount int) func(ctx context.Context, tx *sql.Tx) error {
 	return func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE account SET balance = balance - ? WHERE id = 1`, amount); err != nil {
+		if _, err := tx.ExecContext(ctx, d.Rebind(`UPDATE account SET balance = balance - ? WHERE id = 1`), amount); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO ledger (account, amount) VALUES (1, ?)`, -amount)
+		_, err := tx.ExecContext(ctx, d.Rebind(`INSERT INTO ledger (account, amount) VALUES (1, ?)`), -amount)
 		return err
 	}
 }
@@ -60,9 +61,12 @@ func debit(amount int) func(ctx context.Context, tx *sql.Tx) error {
 // TestInTxFailingBusinessWrite is issue 8's event-log test: a business
 // write that fails commits nothing (no ledger row, no balance change, no
 // event); the retry then succeeds once; every later repeat is skipped.
-func TestInTxFailingBusinessWrite(t *testing.T) {
+func TestInTxFailingBusinessWrite(t *testing.T) { testInTxFailingBusinessWrite(t, sqliteBackend()) }
+
+func testInTxFailingBusinessWrite(t *testing.T, b backend) {
 	ctx := context.Background()
-	db, l := bank(t)
+	db, l := bank(t, b)
+	debit := func(n int) func(context.Context, *sql.Tx) error { return debit(b.d, n) }
 	boom := errors.New("ledger service said no")
 	err := l.InTx(ctx, db, "debit-7", func(ctx context.Context, tx *sql.Tx) error {
 		if err := debit(30)(ctx, tx); err != nil {
@@ -120,10 +124,11 @@ func TestInTxFailingBusinessWrite(t *testing.T) {
 
 // TestInTxConcurrent: duplicates of one event racing through InTx debit
 // once; the others wait on the event's key and return success.
-func TestInTxConcurrent(t *testing.T) {
+func TestInTxConcurrent(t *testing.T) { testInTxConcurrent(t, sqliteBackend(), 100) }
+
+func testInTxConcurrent(t *testing.T, b backend, dups int) {
 	ctx := context.Background()
-	db, l := bank(t)
-	const dups = 100
+	db, l := bank(t, b)
 	var runs atomic.Int32
 	errs := make(chan error, dups)
 	start := make(chan struct{})
@@ -132,7 +137,7 @@ func TestInTxConcurrent(t *testing.T) {
 			<-start
 			errs <- l.InTx(ctx, db, "debit-race", func(ctx context.Context, tx *sql.Tx) error {
 				runs.Add(1)
-				return debit(10)(ctx, tx)
+				return debit(b.d, 10)(ctx, tx)
 			})
 		}()
 	}
@@ -142,21 +147,24 @@ func TestInTxConcurrent(t *testing.T) {
 			t.Fatalf("InTx: %v", err)
 		}
 	}
-	if n, b := count(t, db, `SELECT COUNT(*) FROM ledger`), count(t, db, `SELECT balance FROM account WHERE id = 1`); n != 1 || b != 90 || runs.Load() != 1 {
-		t.Fatalf("%d duplicates: %d ledger rows, balance %d, fn ran %d times; want 1, 90, 1", dups, n, b, runs.Load())
+	if n, bal := count(t, db, `SELECT COUNT(*) FROM ledger`), count(t, db, `SELECT balance FROM account WHERE id = 1`); n != 1 || bal != 90 || runs.Load() != 1 {
+		t.Fatalf("%d duplicates: %d ledger rows, balance %d, fn ran %d times; want 1, 90, 1", dups, n, bal, runs.Load())
 	}
 }
 
-func TestInTxPackageFunc(t *testing.T) {
+func TestInTxPackageFunc(t *testing.T) { testInTxPackageFunc(t, sqliteBackend()) }
+
+func testInTxPackageFunc(t *testing.T, b backend) {
 	ctx := context.Background()
-	db, _ := bank(t) // created DefaultEventTable
+	db, _ := bank(t, b) // created DefaultEventTable
+	debit := func(n int) func(context.Context, *sql.Tx) error { return debit(b.d, n) }
 	for range 2 {
 		if err := sqlstore.InTx(ctx, db, "e", debit(5)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if b := count(t, db, `SELECT balance FROM account WHERE id = 1`); b != 95 {
-		t.Fatalf("balance %d, want 95", b)
+	if bal := count(t, db, `SELECT balance FROM account WHERE id = 1`); bal != 95 {
+		t.Fatalf("balance %d, want 95", bal)
 	}
 	if err := sqlstore.InTx(ctx, db, "", debit(5)); !errors.Is(err, idem.ErrKey) {
 		t.Fatalf("empty event: %v", err)
@@ -169,18 +177,20 @@ func TestInTxPackageFunc(t *testing.T) {
 // TestVersioned is seed 003's CAS: the update applies for the version read
 // and bumps it; a repeat of the same update (same version) changes
 // nothing and reports ErrConflict.
-func TestVersioned(t *testing.T) {
+func TestVersioned(t *testing.T) { testVersioned(t, sqliteBackend()) }
+
+func testVersioned(t *testing.T, b backend) {
 	ctx := context.Background()
-	db, _ := bank(t)
-	v := sqlstore.Versioned{Dialect: sqlstore.SQLite, Table: "account"}
+	db, _ := bank(t, b)
+	v := sqlstore.Versioned{Dialect: b.d, Table: "account"}
 	if err := v.Update(ctx, db, "balance = balance - ?", 1, 1, 25); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.Update(ctx, db, "balance = balance - ?", 1, 1, 25); !errors.Is(err, idem.ErrConflict) {
 		t.Fatalf("repeat with the old version = %v, want ErrConflict", err)
 	}
-	if b, ver := count(t, db, `SELECT balance FROM account`), count(t, db, `SELECT version FROM account`); b != 75 || ver != 2 {
-		t.Fatalf("balance %d version %d, want 75, 2", b, ver)
+	if bal, ver := count(t, db, `SELECT balance FROM account`), count(t, db, `SELECT version FROM account`); bal != 75 || ver != 2 {
+		t.Fatalf("balance %d version %d, want 75, 2", bal, ver)
 	}
 	if err := v.Update(ctx, db, "balance = ?", 99, 1, 0); !errors.Is(err, idem.ErrConflict) {
 		t.Fatalf("missing row = %v, want ErrConflict", err)
@@ -206,12 +216,12 @@ func TestVersioned(t *testing.T) {
 		t.Fatalf("%d concurrent CAS winners", wins.Load())
 	}
 	// Inside a transaction, with other column names.
-	if _, err := db.Exec(`CREATE TABLE doc (key TEXT PRIMARY KEY, body TEXT, rev INTEGER)`); err != nil {
+	if _, err := db.Exec(`CREATE TABLE doc (name VARCHAR(16) PRIMARY KEY, body VARCHAR(16), rev INTEGER)`); err != nil {
 		t.Fatal(err)
 	}
 	db.Exec(`INSERT INTO doc VALUES ('a', 'x', 7)`)
 	tx, _ := db.Begin()
-	dv := sqlstore.Versioned{Dialect: sqlstore.SQLite, Table: "doc", IDColumn: "key", VersionColumn: "rev"}
+	dv := sqlstore.Versioned{Dialect: b.d, Table: "doc", IDColumn: "name", VersionColumn: "rev"}
 	if err := dv.Update(ctx, tx, "body = ?", "a", 7, "y"); err != nil {
 		t.Fatal(err)
 	}

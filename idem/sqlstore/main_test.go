@@ -2,17 +2,63 @@ package sqlstore_test
 
 import (
 	"database/sql"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/readretry/readretry/idem/internal/sqltest"
+	"github.com/readretry/readretry/idem/sqlstore"
 	"go.uber.org/goleak"
 	_ "modernc.org/sqlite"
 )
 
+// TestMain stops the PostgreSQL and MariaDB servers the tests started (one
+// of each for the whole package), then checks that nothing leaked
+// goroutines.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	sqltest.StopAll()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			println("goleak:", err.Error())
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// backend is one database the tests run on: its dialect and a function
+// that opens a new, empty database on it for one test.
+type backend struct {
+	name string
+	d    sqlstore.Dialect
+	open func(t testing.TB) *sql.DB
+	// connID returns the server's id of tx's connection and kill ends
+	// that connection from another one; nil for SQLite (no server).
+	connID string // a query returning the id
+	kill   string // a statement ending the connection of the id (one ?)
+}
+
+func sqliteBackend() backend {
+	return backend{name: "SQLite", d: sqlstore.SQLite, open: openSQLite}
+}
+
+// postgresBackend is the test binary's PostgreSQL (pgx/v5 stdlib), each
+// test in a schema of its own.
+func postgresBackend(t testing.TB) backend {
+	s := sqltest.Postgres(t)
+	return backend{name: "Postgres", d: sqlstore.Postgres, open: func(t testing.TB) *sql.DB { return s.Open(t, 64) },
+		connID: "SELECT pg_backend_pid()", kill: "SELECT pg_terminate_backend(?)"}
+}
+
+// mariadbBackend is the test binary's MariaDB (go-sql-driver/mysql), each
+// test in a database of its own.
+func mariadbBackend(t testing.TB) backend {
+	s := sqltest.MariaDB(t)
+	return backend{name: "MariaDB", d: sqlstore.MySQL, open: func(t testing.TB) *sql.DB { return s.Open(t, 64) },
+		connID: "SELECT CONNECTION_ID()", kill: "KILL ?"}
 }
 
 // openSQLite opens a fresh SQLite database file (WAL, busy timeout so that

@@ -11,13 +11,15 @@
 //   - [Versioned], seed 003's CAS update: `UPDATE … SET …, version =
 //     version + 1 WHERE id = ? AND version = ?`, no row → idem.ErrConflict.
 //
-// The package imports no driver. It is tested on SQLite through
-// modernc.org/sqlite (pure Go, nothing to install) and written for
-// PostgreSQL and MySQL: a [Dialect] picks the placeholders ($1 or ?), the
+// The package imports no driver. Its tests run every store operation on
+// SQLite (modernc.org/sqlite, pure Go), on a real PostgreSQL server through
+// jackc/pgx/v5's stdlib driver, and on a real MariaDB through
+// go-sql-driver/mysql: a [Dialect] picks the placeholders ($1 or ?), the
 // column types and the unique-violation check (error codes where the
-// driver exposes them, messages otherwise; see IsUniqueViolation). Table
-// and column names are checked to be plain identifiers before they are
-// written into a query.
+// driver exposes them, messages otherwise; see IsUniqueViolation). Keys
+// are stored in binary columns (Dialect.KeyType) and compared byte for
+// byte on every database. Table and column names are checked to be plain
+// identifiers before they are written into a query.
 //
 // # Time
 //
@@ -76,7 +78,7 @@ const (
 
 // Store is an idem.Store on a SQL dedup table:
 //
-//	id         VARCHAR(255) NOT NULL  -- the request ID or token
+//	id         BLOB/BYTEA/VARBINARY(255) NOT NULL  -- the request ID or token
 //	kind       SMALLINT     NOT NULL  -- 1 claim, 2 token
 //	state      SMALLINT     NOT NULL  -- 1 pending, 2 done
 //	fence      BIGINT       NOT NULL
@@ -85,9 +87,8 @@ const (
 //	PRIMARY KEY (id, kind)
 //
 // Each method is one or two statements in autocommit mode; the unique
-// index decides every race. Keys are sent as text: use ASCII keys (UUIDs,
-// base32) on PostgreSQL, whose VARCHAR rejects invalid UTF-8. Safe for
-// concurrent use.
+// index decides every race. Keys are sent as bytes, so any key of 1 to
+// idem.MaxKeyLen bytes works on every database. Safe for concurrent use.
 type Store struct {
 	db        *sql.DB
 	d         Dialect
@@ -95,7 +96,7 @@ type Store struct {
 	maxResult int
 	clock     func() time.Time
 
-	qInsert, qDeleteExpired, qComplete, qRelease, qLookup, qConsume, qPurge string
+	qInsert, qDeleteExpired, qComplete, qRelease, qExtend, qHeld, qLookup, qConsume, qPurge string
 
 	fences *fence.Source
 }
@@ -116,6 +117,9 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	if c.MaxResult < 0 {
 		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrInvalidConfig, c.MaxResult)
 	}
+	if d.KeyType == "" || d.BlobType == "" {
+		return nil, fmt.Errorf("%w: dialect %q without KeyType or BlobType", ErrDialect, d.Name)
+	}
 	if c.MaxResult == 0 {
 		c.MaxResult = DefaultMaxResult
 	}
@@ -131,9 +135,12 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 		qDeleteExpired: d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at <= ?"),
 		qComplete:      d.Rebind("UPDATE " + t + " SET state = ?, result = ?, expires_at = ? WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
 		qRelease:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
-		qLookup:        d.Rebind("SELECT state, result FROM " + t + " WHERE id = ? AND kind = ? AND expires_at > ?"),
-		qConsume:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at > ?"),
-		qPurge:         d.Rebind("DELETE FROM " + t + " WHERE expires_at <= ?"),
+		qExtend: d.Rebind("UPDATE " + t + " SET expires_at = CASE WHEN expires_at < ? THEN ? ELSE expires_at END" +
+			" WHERE id = ? AND kind = ? AND state = ? AND fence = ? AND expires_at > ?"),
+		qHeld:    d.Rebind("SELECT state FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
+		qLookup:  d.Rebind("SELECT state, result FROM " + t + " WHERE id = ? AND kind = ? AND expires_at > ?"),
+		qConsume: d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at > ?"),
+		qPurge:   d.Rebind("DELETE FROM " + t + " WHERE expires_at <= ?"),
 	}
 	return s, nil
 }
@@ -141,7 +148,7 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 // CreateTable creates the dedup table if it does not exist.
 func (s *Store) CreateTable(ctx context.Context) error {
 	_, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+s.table+` (
-	id VARCHAR(255) NOT NULL,
+	id `+s.d.KeyType+` NOT NULL,
 	kind SMALLINT NOT NULL,
 	state SMALLINT NOT NULL,
 	fence BIGINT NOT NULL,
@@ -170,7 +177,7 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 	if err != nil {
 		return false, err
 	}
-	id := string(key)
+	id := key
 	for attempt := 0; ; attempt++ {
 		now := s.nowMillis()
 		_, err := s.db.ExecContext(ctx, s.qInsert, id, kind, state, int64(fence), now+ms)
@@ -222,8 +229,23 @@ func (s *Store) Complete(ctx context.Context, key []byte, fence idem.Fence, resu
 		result = []byte{} // NULL would read back as "no result"; keep it empty
 	}
 	now := s.nowMillis()
-	res, err := s.db.ExecContext(ctx, s.qComplete, stateDone, result, now+ms, string(key), kindClaim, int64(fence), now)
-	return s.affected("complete", res, err)
+	res, err := s.db.ExecContext(ctx, s.qComplete, stateDone, result, now+ms, key, kindClaim, int64(fence), now)
+	return s.affected(ctx, "complete", key, fence, false, res, err)
+}
+
+// Extend implements idem.Store.Extend: one UPDATE of the expiry, guarded
+// by the fence, the pending state and the expiry, that never shortens it.
+func (s *Store) Extend(ctx context.Context, key []byte, fence idem.Fence, ttl time.Duration) error {
+	if err := idem.CheckKey(key); err != nil {
+		return err
+	}
+	ms, err := idem.TTLMillis(ttl)
+	if err != nil {
+		return err
+	}
+	now := s.nowMillis()
+	res, err := s.db.ExecContext(ctx, s.qExtend, now+ms, now+ms, key, kindClaim, statePending, int64(fence), now)
+	return s.affected(ctx, "extend", key, fence, true, res, err)
 }
 
 // Release implements idem.Store.Release: one DELETE guarded by the fence.
@@ -231,16 +253,37 @@ func (s *Store) Release(ctx context.Context, key []byte, fence idem.Fence) error
 	if err := idem.CheckKey(key); err != nil {
 		return err
 	}
-	res, err := s.db.ExecContext(ctx, s.qRelease, string(key), kindClaim, int64(fence), s.nowMillis())
-	return s.affected("release", res, err)
-}
-
-func (s *Store) affected(op string, res sql.Result, err error) error {
-	n, err := rowsAffected(op, res, err)
+	res, err := s.db.ExecContext(ctx, s.qRelease, key, kindClaim, int64(fence), s.nowMillis())
+	n, err := rowsAffected("release", res, err)
 	if err == nil && n == 0 {
 		return idem.ErrLost
 	}
 	return err
+}
+
+// affected turns the result of a fenced UPDATE into nil or ErrLost. MySQL
+// counts only rows whose values changed (unless the connection sets
+// CLIENT_FOUND_ROWS), so an update that matched the row but wrote the same
+// values — a second Complete within one millisecond, an Extend that
+// would not lengthen — reports 0; a SELECT then tells a held claim (nil)
+// from a lost one. Other databases count matched rows and never need it
+// on the success path.
+func (s *Store) affected(ctx context.Context, op string, key []byte, fence idem.Fence, pendingOnly bool, res sql.Result, err error) error {
+	n, err := rowsAffected(op, res, err)
+	if err != nil || n > 0 {
+		return err
+	}
+	var state int
+	err = s.db.QueryRowContext(ctx, s.qHeld, key, kindClaim, int64(fence), s.nowMillis()).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return idem.ErrLost
+	case err != nil:
+		return fmt.Errorf("sqlstore: %s: %w", op, err)
+	case pendingOnly && state != statePending:
+		return idem.ErrLost
+	}
+	return nil
 }
 
 // Lookup implements idem.Store.Lookup with one SELECT.
@@ -250,7 +293,7 @@ func (s *Store) Lookup(ctx context.Context, key []byte, dst []byte) (idem.State,
 	}
 	var state int
 	var result []byte
-	err := s.db.QueryRowContext(ctx, s.qLookup, string(key), kindClaim, s.nowMillis()).Scan(&state, &result)
+	err := s.db.QueryRowContext(ctx, s.qLookup, key, kindClaim, s.nowMillis()).Scan(&state, &result)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return idem.Absent, dst, nil
@@ -280,7 +323,7 @@ func (s *Store) Consume(ctx context.Context, token []byte) (bool, error) {
 	if err := idem.CheckKey(token); err != nil {
 		return false, err
 	}
-	res, err := s.db.ExecContext(ctx, s.qConsume, string(token), kindToken, s.nowMillis())
+	res, err := s.db.ExecContext(ctx, s.qConsume, token, kindToken, s.nowMillis())
 	n, err := rowsAffected("consume", res, err)
 	return n == 1, err
 }

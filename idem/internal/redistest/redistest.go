@@ -1,7 +1,8 @@
 // Package redistest runs a real redis-server for the tests and benchmarks
-// of idem's Redis store: on 127.0.0.1 at a free port, with persistence off
-// and its files in a temporary directory, stopped by the test binary's
-// TestMain. Nothing is mocked.
+// of idem's Redis store — and a real three-master Redis Cluster — on
+// 127.0.0.1 at free ports, with persistence off and their files in
+// temporary directories, stopped by the test binary's TestMain. Nothing is
+// mocked.
 //
 // When redis-server is not installed, tests skip with a message saying
 // how to install it — except in CI (the CI environment variable is set, as
@@ -51,7 +52,7 @@ func Start() (*Server, error) {
 	}
 	var last error
 	for range 3 {
-		s, err := start(path)
+		s, err := start(path, nil)
 		if err == nil {
 			return s, nil
 		}
@@ -69,7 +70,9 @@ func freePort() (int, error) {
 	return port, l.Close()
 }
 
-func start(path string) (*Server, error) {
+// start starts one redis-server; extra(port) gives arguments beyond the
+// common ones.
+func start(path string, extra func(dir string) ([]string, error)) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -83,7 +86,7 @@ func start(path string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	cmd := exec.Command(path,
+	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -91,7 +94,17 @@ func start(path string) (*Server, error) {
 		"--dir", dir,
 		"--daemonize", "no",
 		"--loglevel", "warning",
-	)
+	}
+	if extra != nil {
+		more, err := extra(dir)
+		if err != nil {
+			log.Close()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		args = append(args, more...)
+	}
+	cmd := exec.Command(path, args...)
 	// Files, not writers: os/exec then starts no copying goroutines.
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -200,7 +213,8 @@ func Addr(tb testing.TB) string {
 	return ""
 }
 
-// Stop stops the shared server if Addr started one.
+// Stop stops the shared server if Addr started one, and the shared cluster
+// if ClusterAddrs started one.
 func Stop() {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
@@ -209,4 +223,120 @@ func Stop() {
 		shared = nil
 	}
 	started = false
+	if sharedCluster != nil {
+		sharedCluster.Stop()
+		sharedCluster = nil
+	}
+	clusterStarted = false
+}
+
+// Cluster is a Redis Cluster of three masters (no replicas), each a
+// redis-server child process, the 16,384 slots split evenly.
+type Cluster struct {
+	// Nodes are the masters.
+	Nodes []*Server
+}
+
+// Addrs returns the nodes' host:port addresses.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// Stop stops every node and removes their directories.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		n.Stop()
+	}
+}
+
+// clusterMasters is the number of masters StartCluster starts.
+const clusterMasters = 3
+
+// StartCluster starts three cluster-enabled redis-servers on free
+// loopback ports (each with its cluster bus on another free port), joins
+// them with `redis-cli --cluster create … --cluster-replicas 0
+// --cluster-yes`, and waits until every node reports cluster_state:ok.
+func StartCluster() (*Cluster, error) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	c := &Cluster{}
+	for range clusterMasters {
+		s, err := start(path, func(dir string) ([]string, error) {
+			bus, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			return []string{
+				"--cluster-enabled", "yes",
+				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+				"--cluster-node-timeout", "5000",
+				"--cluster-port", strconv.Itoa(bus),
+			}, nil
+		})
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, s)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w: %s", err, out)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for _, n := range c.Nodes {
+		for {
+			host, port, _ := net.SplitHostPort(n.Addr)
+			out, err := exec.Command(cli, "-h", host, "-p", port, "cluster", "info").Output()
+			if err == nil && strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Stop()
+				return nil, fmt.Errorf("redistest: cluster node %s not ok after %v: %s %v", n.Addr, startTimeout, out, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c, nil
+}
+
+var (
+	sharedCluster    *Cluster
+	sharedClusterErr error
+	clusterStarted   bool
+)
+
+// ClusterAddrs returns the node addresses of the test binary's shared
+// cluster, starting it on first use; without redis-server it skips tb, or
+// fails it in CI. Call Stop from TestMain.
+func ClusterAddrs(tb testing.TB) []string {
+	tb.Helper()
+	sharedMu.Lock()
+	if !clusterStarted {
+		clusterStarted = true
+		sharedCluster, sharedClusterErr = StartCluster()
+	}
+	c, err := sharedCluster, sharedClusterErr
+	sharedMu.Unlock()
+	if err == nil {
+		return c.Addrs()
+	}
+	if errors.Is(err, ErrNotInstalled) && !InCI() {
+		tb.Skipf("skipping Redis Cluster test: %v", err)
+	}
+	tb.Fatalf("Redis Cluster test needs redis-server and redis-cli: %v", err)
+	return nil
 }

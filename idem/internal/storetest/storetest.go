@@ -36,6 +36,8 @@ func Run(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		{"ClaimCompleteLookup", testClaimCompleteLookup},
 		{"Release", testRelease},
 		{"Fence", testFence},
+		{"Extend", testExtend},
+		{"KeysAreBytes", testKeysAreBytes},
 		{"Tokens", testTokens},
 		{"BadInput", testBadInput},
 		{"ConcurrentClaimSameKey", testConcurrentSameKey},
@@ -206,6 +208,9 @@ func testBadInput(t *testing.T, s idem.Store) {
 		if err := s.Release(ctx, k, 1); !errors.Is(err, idem.ErrKey) {
 			t.Errorf("Release(len %d) = %v, want ErrKey", len(k), err)
 		}
+		if err := s.Extend(ctx, k, 1, TTL); !errors.Is(err, idem.ErrKey) {
+			t.Errorf("Extend(len %d) = %v, want ErrKey", len(k), err)
+		}
 		if _, _, err := s.Lookup(ctx, k, nil); !errors.Is(err, idem.ErrKey) {
 			t.Errorf("Lookup(len %d) = %v, want ErrKey", len(k), err)
 		}
@@ -236,6 +241,9 @@ func testBadInput(t *testing.T, s idem.Store) {
 	if err := s.Complete(ctx, k, f, nil, 0); !errors.Is(err, idem.ErrTTL) {
 		t.Errorf("Complete(ttl 0) = %v, want ErrTTL", err)
 	}
+	if err := s.Extend(ctx, k, f, -time.Second); !errors.Is(err, idem.ErrTTL) {
+		t.Errorf("Extend(ttl -1s) = %v, want ErrTTL", err)
+	}
 	if st, _, _ := s.Lookup(ctx, k, nil); st != idem.Pending {
 		t.Errorf("a refused Complete changed the claim to %v", st)
 	}
@@ -243,6 +251,105 @@ func testBadInput(t *testing.T, s idem.Store) {
 	max := []byte(strings.Repeat("m", idem.MaxKeyLen))
 	if f, err := s.Claim(ctx, max, TTL); err != nil || f == 0 {
 		t.Errorf("Claim of a %d-byte key = %v, %v", len(max), f, err)
+	}
+}
+
+// ShortTTL is the pending ttl of the extension test: the claim would be
+// gone after it without the extension.
+const ShortTTL = 300 * time.Millisecond
+
+// testExtend: Extend keeps a pending claim past its first ttl (SPEC I5,
+// issue 17 item 6), never shortens one, and refuses (ErrLost, nothing
+// changed) a wrong fence, a completed, released or absent claim.
+func testExtend(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	k := key(t, "k")
+	f, err := s.Claim(ctx, k, ShortTTL)
+	if err != nil || f == 0 {
+		t.Fatalf("Claim = %v, %v", f, err)
+	}
+	if err := s.Extend(ctx, k, f+1, TTL); !errors.Is(err, idem.ErrLost) {
+		t.Fatalf("Extend with another fence = %v, want ErrLost", err)
+	}
+	if err := s.Extend(ctx, k, f, TTL); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	// Extending again to a shorter ttl is accepted and shortens nothing.
+	if err := s.Extend(ctx, k, f, time.Millisecond); err != nil {
+		t.Fatalf("Extend to a shorter ttl: %v", err)
+	}
+	time.Sleep(ShortTTL + 100*time.Millisecond)
+	if st, _, err := s.Lookup(ctx, k, nil); err != nil || st != idem.Pending {
+		t.Fatalf("extended claim after its first ttl = %v, %v; want pending", st, err)
+	}
+	if f2, err := s.Claim(ctx, k, TTL); err != nil || f2 != 0 {
+		t.Fatalf("Claim of an extended claim = %v, %v; want 0", f2, err)
+	}
+	if err := s.Complete(ctx, k, f, []byte("r"), TTL); err != nil {
+		t.Fatalf("Complete after Extend: %v", err)
+	}
+	if err := s.Extend(ctx, k, f, TTL); !errors.Is(err, idem.ErrLost) {
+		t.Fatalf("Extend of a done claim = %v, want ErrLost", err)
+	}
+	if st, res, _ := s.Lookup(ctx, k, nil); st != idem.Done || string(res) != "r" {
+		t.Fatalf("Extend changed a done claim: %v %q", st, res)
+	}
+	k2 := key(t, "released")
+	f, _ = s.Claim(ctx, k2, TTL)
+	if err := s.Release(ctx, k2, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Extend(ctx, k2, f, TTL); !errors.Is(err, idem.ErrLost) {
+		t.Fatalf("Extend of a released claim = %v, want ErrLost", err)
+	}
+	if st, _, _ := s.Lookup(ctx, k2, nil); st != idem.Absent {
+		t.Fatalf("Extend revived a released claim: %v", st)
+	}
+	if err := s.Extend(ctx, key(t, "never"), f, TTL); !errors.Is(err, idem.ErrLost) {
+		t.Fatalf("Extend of an absent key = %v, want ErrLost", err)
+	}
+	// A token is not a claim.
+	tok := key(t, "tok")
+	if err := s.Issue(ctx, tok, TTL); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Extend(ctx, tok, f, TTL); !errors.Is(err, idem.ErrLost) {
+		t.Fatalf("Extend of a token = %v, want ErrLost", err)
+	}
+}
+
+// testKeysAreBytes: keys are compared byte for byte on every store (issue
+// 17 items 1 and 13): keys that a case- or accent-insensitive collation, a
+// PAD SPACE comparison or a text column would merge are distinct entries,
+// and so are the scoped keys of scope "1" + key "2abc" and scope "12" +
+// key "abc".
+func testKeysAreBytes(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	p := key(t, "")
+	a, _ := idem.ScopedKey(append([]byte(nil), p...), "1", "2abc")
+	b, _ := idem.ScopedKey(append([]byte(nil), p...), "12", "abc")
+	keys := [][]byte{
+		append(append([]byte(nil), p...), "abc"...),
+		append(append([]byte(nil), p...), "ABC"...),
+		append(append([]byte(nil), p...), "ábc"...),
+		append(append([]byte(nil), p...), "abc "...),
+		append(append([]byte(nil), p...), "a\x00c"...),
+		append(append([]byte(nil), p...), "\xff\xfe"...),
+		a, b,
+	}
+	for i, k := range keys {
+		f, err := s.Claim(ctx, k, TTL)
+		if err != nil || f == 0 {
+			t.Fatalf("key %d %q: Claim = %v, %v; want a fence (another key shares its entry)", i, k, f, err)
+		}
+		if err := s.Complete(ctx, k, f, []byte{byte('0' + i)}, TTL); err != nil {
+			t.Fatalf("key %d %q: Complete: %v", i, k, err)
+		}
+	}
+	for i, k := range keys {
+		if st, res, err := s.Lookup(ctx, k, nil); err != nil || st != idem.Done || string(res) != string(rune('0'+i)) {
+			t.Fatalf("key %d %q: Lookup = %v %q %v; want its own result %q", i, k, st, res, err, string(rune('0'+i)))
+		}
 	}
 }
 
