@@ -10,6 +10,7 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 	"github.com/readretry/readretry/ctxtable"
+	"github.com/readretry/readretry/retry/budget"
 	"github.com/readretry/readretry/timerwheel"
 	"github.com/readretry/readretry/wire"
 )
@@ -28,6 +29,12 @@ const (
 	DefaultWaitTimeout = 5 * time.Second
 	// DefaultMaxWaiting is Config.MaxWaitingPerZone's default.
 	DefaultMaxWaiting = 500_000
+	// DefaultRetryRatio is the storm guard's default ratio (SPEC R19): a
+	// zone re-sends at most 0.4 reads per read over the window. It keeps a
+	// zone with one host of four dark whole (a quarter of the reads need one
+	// re-send each) while a zone whose proxies are all down sends at most
+	// about 1.4 attempts per read instead of 1 + MaxRetries.
+	DefaultRetryRatio = 0.4
 	// DefaultMaxWaitRounds is Config.MaxWaitTotal's default in units of
 	// WaitTimeout: a request without read retry is open at most 16 wait
 	// timeouts, however many packets its proxy announces.
@@ -69,6 +76,17 @@ type Config struct {
 	// waiting for ever. 0 means DefaultMaxWaitRounds × WaitTimeout; it is
 	// raised to WaitTimeout if below.
 	MaxWaitTotal time.Duration
+	// RetryBudget tunes each zone's storm guard (SPEC R19): a retry budget
+	// (package budget, SPEC B4) over the zone's reads that every re-send —
+	// after a timeout or an error code — must pass. A refused re-send is not
+	// sent: the read waits for the attempts already out until its budget
+	// ends, and the refusal is counted (Stats.RetriesRefused). Zero fields
+	// take budget's defaults, except Ratio, whose zero means
+	// DefaultRetryRatio; Clock is ignored (the client's is used).
+	RetryBudget budget.Config
+	// NoRetryBudget turns the storm guard off: every re-send read retry
+	// schedules is sent.
+	NoRetryBudget bool
 	// PollInterval is the interval of the Driver that Do starts when the
 	// client has no poller (SPEC R20); 0 means Tick. Over a Transport that
 	// implements Waiter the Driver also wakes as soon as a frame arrives.
@@ -123,6 +141,7 @@ type Client struct {
 	tick         time.Duration
 	shards       int
 	waitTimeout  time.Duration
+	guard        *budget.Config // each zone's storm guard (SPEC R19); nil: off
 	maxWaitTotal time.Duration
 	maxWaiting   int
 
@@ -200,6 +219,16 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.log == nil {
 		c.log = slog.Default()
+	}
+	if !cfg.NoRetryBudget {
+		bc := cfg.RetryBudget
+		if bc.Ratio == 0 {
+			bc.Ratio = DefaultRetryRatio
+		}
+		if _, err := budget.New(bc); err != nil {
+			return nil, fmt.Errorf("%w: RetryBudget: %w", ErrInvalidConfig, err)
+		}
+		c.guard = &bc
 	}
 	if c.clock == nil {
 		c.clock = time.Now

@@ -77,9 +77,17 @@ func (f *flight) budgetEnd() int64 {
 }
 
 // grantRetry asks the zone's storm guard for one re-send (SPEC R19). A
-// refusal is counted and stops the request's re-sends for good.
+// refusal is counted and stops the request's re-sends for good: the read
+// waits for the attempts already out (and an error answer is held, SPEC
+// R8) until its budget ends.
 func (f *flight) grantRetry() bool {
-	return true
+	g := f.z.guard
+	if g == nil || g.TryRetryAt(f.c.at(f.now)) {
+		return true
+	}
+	f.z.stats.retriesRefused.Add(1)
+	f.m.flags |= flagNoResend
+	return false
 }
 
 // resend sends the next attempt of a read (SPEC R6, R8, R10, R11): the

@@ -116,6 +116,9 @@ func (c *Client) classify(z *zone, req *Request) (ctxMeta, *Conf, error) {
 func (f *flight) admit(m *ctxMeta) {
 	c, z := f.c, f.z
 	m.firstMs = uint32(f.now / int64(time.Millisecond))
+	if z.guard != nil && wire.Command(m.cmd).IsRead() {
+		z.guard.Request() // the storm guard's ratio is over the zone's reads (SPEC R19)
+	}
 	if m.kind != kindPlain && !z.stats.reserveContext(z.maxContexts(c.maxContexts.Load())) {
 		m.kind, m.budgetUs, m.max, m.ncodes = kindPlain, 0, 0, 0
 		z.stats.capHits.Add(1)

@@ -25,6 +25,7 @@ type zoneCounters struct {
 	retriesTimeout     atomic.Uint64
 	retriesCode        atomic.Uint64
 	retriesNoProxy     atomic.Uint64
+	retriesRefused     atomic.Uint64
 	exhausted          atomic.Uint64
 	duplicates         atomic.Uint64
 	unknownSeq         atomic.Uint64
@@ -63,6 +64,10 @@ type Stats struct {
 	// listed error code (SPEC R8). Both count a retry used even when no
 	// proxy was available to take it: RetriesNoProxy counts those.
 	RetriesTimeout, RetriesErrorCode, RetriesNoProxy uint64
+	// RetriesRefused counts re-sends the zone's storm guard refused (SPEC
+	// R19): not sent, and not counted in the two above; the read then
+	// waits for its attempts already out until its budget ends.
+	RetriesRefused uint64
 	// Exhausted counts requests that ended with ResultReadRetryTimeout, or
 	// with a held listed error code (SPEC R8, R9).
 	Exhausted uint64
@@ -109,6 +114,7 @@ func (zc *zoneCounters) snapshot() Stats {
 		RetriesTimeout:      zc.retriesTimeout.Load(),
 		RetriesErrorCode:    zc.retriesCode.Load(),
 		RetriesNoProxy:      zc.retriesNoProxy.Load(),
+		RetriesRefused:      zc.retriesRefused.Load(),
 		Exhausted:           zc.exhausted.Load(),
 		DuplicatesDropped:   zc.duplicates.Load(),
 		UnknownSeq:          zc.unknownSeq.Load(),

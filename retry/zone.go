@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/readretry/readretry/ctxtable"
+	"github.com/readretry/readretry/retry/budget"
 	"github.com/readretry/readretry/timerwheel"
 )
 
@@ -31,6 +32,8 @@ type zone struct {
 	// limit is the most contexts the zone's wheel has room for; the zone's
 	// cap is min(the client's cap, limit).
 	limit int64
+
+	guard *budget.Budget // the storm guard over the zone's reads (SPEC R19); nil: off
 
 	capLog     rateLimit
 	exhaustLog rateLimit
@@ -173,6 +176,13 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	z := &zone{key: key, idx: uint64(len(old) + 1), table: table, wheel: wheel, limit: limit}
+	if c.guard != nil {
+		gc := *c.guard
+		gc.Clock = c.clock
+		if z.guard, err = budget.New(gc); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		}
+	}
 	z.route.Store(&route{})
 	idx := append(append(make([]*zone, 0, len(old)+1), old...), z)
 	c.zoneByIdx.Store(&idx)

@@ -38,6 +38,7 @@ type Report struct {
 	Retries          uint64  `json:"retries"`              // re-sends the engine made (SPEC R17)
 	RetriesTimeout   uint64  `json:"retries_timeout"`      // after a segment ran out
 	RetriesErrorCode uint64  `json:"retries_error_code"`   // after a listed error code (SPEC R8)
+	RetriesRefused   uint64  `json:"retries_refused"`      // re-sends the storm guard refused (SPEC R19)
 	Attempts         uint64  `json:"attempts"`             // packets sent, summed over requests at their final result
 	AttemptsPerReq   float64 `json:"attempts_per_request"` // Attempts / Requests
 	ExtraAttemptsPct float64 `json:"extra_attempts_pct"`   // (attempts − requests) / requests × 100
@@ -135,10 +136,11 @@ func fmtMs(v float64) string {
 // WriteTable prints reports as a table, one line per report, so that a
 // scenario's retry-on line stands above its retry-off line. Columns:
 // scenario, retry, requests, ok%, reads-ok%, -19219, other-err, p50, p99,
-// p99.9, att/req, dup-drop, rec-miss, rec-dup, peak-ctx, B/ctx, check.
+// p99.9, att/req, refused (re-sends the storm guard refused, SPEC R19),
+// dup-drop, rec-miss, rec-dup, peak-ctx, B/ctx, check.
 func WriteTable(w io.Writer, reports []Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tretry\trequests\tok%\treads-ok%\t-19219\tother-err\tp50\tp99\tp99.9\tatt/req\tdup-drop\trec-miss\trec-dup\tpeak-ctx\tB/ctx\tcheck\t")
+	fmt.Fprintln(tw, "scenario\tretry\trequests\tok%\treads-ok%\t-19219\tother-err\tp50\tp99\tp99.9\tatt/req\trefused\tdup-drop\trec-miss\trec-dup\tpeak-ctx\tB/ctx\tcheck\t")
 	last := ""
 	for i := range reports {
 		r := &reports[i]
@@ -155,9 +157,9 @@ func WriteTable(w io.Writer, reports []Report) error {
 		if !r.Passed() {
 			check = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%d\t%d\t%s\t%s\t%s\t%.3f\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%d\t%d\t%s\t%s\t%s\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
 			name, mode, r.Requests, r.OKPct(), r.ReadsOKPct(), r.ReadRetryTimeouts, r.WaitTimeouts+r.OtherErrors,
-			fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms), r.AttemptsPerReq, r.DuplicatesDropped,
+			fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms), r.AttemptsPerReq, r.RetriesRefused, r.DuplicatesDropped,
 			r.RecordsMissing, r.RecordsDuplicated, r.PeakContexts, r.BytesPerContext, check)
 	}
 	return tw.Flush()
@@ -205,6 +207,14 @@ func Targets(reports []Report) []Target {
 			Want: ">= 5x lower with retry, < 10% extra attempts",
 			Got:  fmt.Sprintf("%s vs %s (%.1fx), %.2f%% extra attempts", fmtMs(on.P999Ms), fmtMs(off.P999Ms), ratio, on.ExtraAttemptsPct),
 			Met:  ratio >= 5 && on.ExtraAttemptsPct < 10,
+		})
+	}
+	if on := find("all-down", true); on != nil {
+		out = append(out, Target{
+			Name: "all-down attempts",
+			Want: "<= 1.5 per request with the storm guard (SPEC R19)",
+			Got:  fmt.Sprintf("%.3f, %d re-sends refused", on.AttemptsPerReq, on.RetriesRefused),
+			Met:  on.AttemptsPerReq <= 1.5,
 		})
 	}
 	if on := find("steady", true); on != nil {

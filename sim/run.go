@@ -491,6 +491,7 @@ func (r *clientRun) finish(sc *Scenario, opt *Options) Report {
 	rep.Scenario, rep.Retry, rep.Seconds, rep.Rate = sc.Name, r.retryOn, opt.Duration.Seconds(), opt.Rate
 	if st, err := r.c.Stats(simZone); err == nil {
 		rep.RetriesTimeout, rep.RetriesErrorCode = st.RetriesTimeout, st.RetriesErrorCode
+		rep.RetriesRefused = st.RetriesRefused
 		rep.Retries = st.RetriesTimeout + st.RetriesErrorCode
 		rep.DuplicatesDropped = st.DuplicatesDropped
 		rep.PeakContexts = st.PeakContexts
