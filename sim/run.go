@@ -220,8 +220,8 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 		}
 		p := Progress{Scenario: sc.Name, Elapsed: time.Since(start), Duration: opt.Duration, Draining: draining}
 		for _, r := range runs {
-			p.Requests += r.ck.issued.Load()
-			p.Finals += r.ck.finals.Load()
+			p.Requests += r.ck.Issued()
+			p.Finals += r.ck.Finals()
 		}
 		opt.Progress(p)
 	}
@@ -289,7 +289,8 @@ type clientRun struct {
 	c       *retry.Client
 	tr      *tcp.Transport
 	w       *Workload
-	ck      *checker
+	ck      *Checker
+	ans     Answer
 	start   time.Time
 
 	sendDone chan struct{}
@@ -325,7 +326,7 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet *Fleet, w *Workload
 		return nil, err
 	}
 	r := &clientRun{retryOn: on, opt: opt, c: c, tr: tr, w: w,
-		ck:       newChecker(w, opt.capacity(), 0),
+		ck:       NewChecker(w, opt.capacity(), 0),
 		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
 	if on {
 		r.ck.maxRetries = max(opt.MaxRetries, sc.MaxRetries)
@@ -356,43 +357,21 @@ func (r *clientRun) close() {
 // requests due by then at the configured rate, whatever has come back.
 func (r *clientRun) send(ctx context.Context) {
 	defer close(r.sendDone)
-	opt, ck := r.opt, r.ck
-	limit := uint64(len(ck.states))
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
+	ck := r.ck
 	var op Op
 	var req retry.Request
 	var bufs RequestBuffers
-	prev := time.Now()
-	for {
-		now := time.Now()
-		r.sendStall = max(r.sendStall, stallSince(prev, now, time.Millisecond))
-		el := now.Sub(r.start)
-		due := min(uint64(el.Seconds()*float64(opt.Rate))+1, limit)
-		for id := ck.issued.Load() + 1; id <= due; id++ {
-			st := &ck.states[id-1]
-			ck.issued.Store(id)
-			r.w.Op(id, &op)
-			r.w.Request(&op, &req, &bufs)
-			st.sentAt.Store(int64(time.Since(r.start)))
-			seq, err := r.c.Send(simZone, &req)
-			if err != nil {
-				st.failed.Store(true)
-				ck.refusedN.Add(1)
-				continue
-			}
-			st.seq.Store(seq)
-		}
-		if due >= limit || el >= opt.Duration {
+	r.sendStall = OpenLoop(ctx, r.start, r.opt.Rate, r.opt.Duration, uint64(ck.Capacity()), func(id uint64) {
+		r.w.Op(id, &op)
+		r.w.Request(&op, &req, &bufs)
+		ck.Begin(id, time.Since(r.start))
+		seq, err := r.c.Send(simZone, &req)
+		if err != nil {
+			ck.Refused(id)
 			return
 		}
-		prev = time.Now()
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
+		ck.Sent(id, seq)
+	})
 }
 
 // poll drives the client: it drains RecvResponse into the checker, sleeps
@@ -421,7 +400,7 @@ func (r *clientRun) poll(ctx context.Context) {
 		default:
 		}
 		if !drainBy.IsZero() {
-			if ck.finals.Load()+ck.refusedN.Load() >= ck.issued.Load() {
+			if ck.Settled() {
 				break
 			}
 			if now.After(drainBy) {
@@ -455,7 +434,8 @@ func (r *clientRun) drain() {
 		if !ok {
 			return
 		}
-		r.ck.onResponse(rsp, time.Since(r.start))
+		r.ans.SetResponse(rsp)
+		r.ck.Check(&r.ans, time.Since(r.start))
 	}
 }
 
@@ -485,9 +465,7 @@ func (r *clientRun) sample() {
 // finish completes the report once the poller is done.
 func (r *clientRun) finish(sc *Scenario, opt *Options) Report {
 	<-r.sendDone
-	ck := r.ck
-	ck.finish()
-	rep := ck.rep
+	rep := r.ck.Finish()
 	rep.Scenario, rep.Retry, rep.Seconds, rep.Rate = sc.Name, r.retryOn, opt.Duration.Seconds(), opt.Rate
 	if st, err := r.c.Stats(simZone); err == nil {
 		rep.RetriesTimeout, rep.RetriesErrorCode = st.RetriesTimeout, st.RetriesErrorCode
