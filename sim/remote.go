@@ -206,6 +206,10 @@ type FleetHooks struct {
 	// one string per proxy, host-major, for RemoteFleet.Extra, and a
 	// function that stops them (called before the proxies close).
 	Started func(f *Fleet) (extra []string, stop func(), err error)
+	// Changed, if set, is called after each profile change the parent
+	// made (so that such services can follow a proxy's profile, e.g. stop
+	// listening while it refuses connections). Its error is the command's.
+	Changed func(f *Fleet) error
 }
 
 // ServeFleet is the child's end of a RemoteFleet: it reads commands from
@@ -268,7 +272,13 @@ func ServeFleet(in io.Reader, out io.Writer, hooks FleetHooks) error {
 				if err != nil {
 					return err
 				}
-				return fleet.Set(Selector{Host: c.Host, Port: c.Port}, p)
+				if err := fleet.Set(Selector{Host: c.Host, Port: c.Port}, p); err != nil {
+					return err
+				}
+				if hooks.Changed != nil {
+					return hooks.Changed(fleet)
+				}
+				return nil
 			case "stats":
 				if fleet == nil {
 					return errors.New("no fleet")

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -120,5 +121,53 @@ func TestRemoteFleet(t *testing.T) {
 	}
 	if err := f.Set(All, Profile{}); !errors.Is(err, ErrRemoteFleet) {
 		t.Fatalf("after close: %v", err)
+	}
+}
+
+// TestCapacitySmall runs a capacity scenario scaled down (2,000 reads/s
+// for 1 s, answers after 400 ms) with the proxies in a child process, and
+// checks that every figure the capacity report promises is filled in and
+// that every read was answered right.
+func TestCapacitySmall(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	sc := Scenario{Name: "capacity-small", Expect: expectCapacity, Load: &Load{
+		Rate: 2000, Duration: time.Second, Latency: 400 * time.Millisecond,
+		SimpleBudget: 4 * time.Second, ComplexBudget: 4 * time.Second,
+	}}
+	reps, err := Run(context.Background(), sc, Options{FleetProcess: func() *exec.Cmd {
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), serveFleetEnv+"=1")
+		cmd.Stderr = os.Stderr
+		return cmd
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 1 || !reps[0].Retry {
+		t.Fatalf("want one retry-on report, got %d", len(reps))
+	}
+	r := reps[0]
+	if !r.Passed() || r.Writes != 0 || r.ReadsOK != r.Reads || r.Reads < 1900 {
+		t.Fatalf("reads %d ok %d writes %d violations %v", r.Reads, r.ReadsOK, r.Writes, r.Violations)
+	}
+	// 2,000/s × 0.4 s: about 800 contexts at the plateau.
+	if r.ContextsGoal != 800 || r.PeakContexts < 600 || r.HeapContexts < 400 {
+		t.Errorf("contexts: goal %d peak %d measured at %d", r.ContextsGoal, r.PeakContexts, r.HeapContexts)
+	}
+	if !r.ProxiesRemote || r.Offered != 2000 || r.RateReached < 1000 || r.R15BytesPerContext < R15OverheadBytes ||
+		r.HeapBytesPerContext <= 0 || r.GCPauses == 0 || r.CPUNsPerRead <= 0 {
+		t.Errorf("capacity figures missing: %+v", r)
+	}
+	names := map[string]bool{}
+	for _, tg := range Targets(reps) {
+		names[tg.Name] = true
+	}
+	for _, want := range []string{"capacity-small contexts", "capacity-small heap per context", "capacity-small GC pause p99", "capacity-small poller kept up"} {
+		if !names[want] {
+			t.Errorf("no target %q in %v", want, names)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
+	"runtime"
 	"time"
 
 	"github.com/readretry/readretry/retry"
@@ -49,6 +51,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, if set, is called about every 200 ms from Run's goroutine.
 	Progress func(Progress)
+	// FleetProcess, if set, makes the child process that runs a capacity
+	// scenario's proxies (one that calls ServeFleet on its standard input
+	// and output; see StartRemoteFleet), so that the memory and CPU figures
+	// are the client's alone. nil runs them in this process; those figures
+	// then include the proxies'.
+	FleetProcess func() *exec.Cmd
 }
 
 // Progress is a snapshot of a run, for a progress line.
@@ -167,19 +175,36 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 			return nil, fmt.Errorf("%w: event at %v, want 0..1", ErrInvalidConfig, e.At)
 		}
 	}
+	var mix []Weight
+	if sc.Load != nil {
+		if err := applyLoad(&sc, &opt); err != nil {
+			return nil, err
+		}
+		mix = sc.Load.Mix
+		if mix == nil {
+			mix = ReadMix
+		}
+	}
 	data := NewDataset(opt.Seed)
-	w, err := NewWorkload(data, opt.Seed, nil)
+	w, err := NewWorkload(data, opt.Seed, mix)
 	if err != nil {
 		return nil, err
 	}
-	if proxyData == nil {
-		proxyData = data
+	var fleet FleetControl
+	remote := sc.Load != nil && opt.FleetProcess != nil && proxyData == nil
+	if remote {
+		fleet, err = StartRemoteFleet(opt.FleetProcess(), FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Profile: sc.Base, Seed: opt.Seed})
+	} else {
+		if proxyData == nil {
+			proxyData = data
+		}
+		fleet, err = StartFleet(FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Data: proxyData, Profile: sc.Base, Seed: opt.Seed})
 	}
-	fleet, err := StartFleet(FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Data: proxyData, Profile: sc.Base, Seed: opt.Seed})
 	if err != nil {
 		return nil, err
 	}
 	defer fleet.Close()
+
 	events := sc.Events
 	for len(events) > 0 && events[0].At == 0 && events[0].Client == nil {
 		if err := fleet.Set(events[0].Select, events[0].Profile); err != nil {
@@ -202,8 +227,26 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 		runs = append(runs, r)
 	}
 
+	// A capacity run measures the heap its client grows by as contexts
+	// pile up: the baseline comes after the client, its connections'
+	// buffers and the Checker's preallocated state exist, before the first
+	// request.
+	var base Usage
+	if sc.Load != nil {
+		runtime.GC()
+		base = ReadUsage()
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The capacity figures' sample at the plateau: halfway between the
+	// first answers (Latency) and the end of sending.
+	peakTimer := time.NewTimer(time.Hour)
+	defer peakTimer.Stop()
+	var peak capacityPeak
+	if sc.Load != nil {
+		peakTimer.Reset(sc.Load.Latency + (opt.Duration-sc.Load.Latency)/2)
+	}
+	cpu0 := processCPU()
 	start := time.Now()
 	for _, r := range runs {
 		r.start = start
@@ -243,6 +286,8 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 			}
 		case <-progress.C:
 			report(time.Since(start) >= opt.Duration)
+		case <-peakTimer.C:
+			peak = samplePeak(runs[0].c)
 		case <-runs[done].pollDone:
 			done++
 		case <-ctx.Done():
@@ -256,13 +301,32 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 	for i, r := range runs {
 		out[i] = r.finish(&sc, &opt)
 	}
+	if sc.Load != nil {
+		fillCapacity(&out[0], sc.Load, runs[0], base, peak, processCPU()-cpu0, remote)
+	}
 	return out, nil
+}
+
+// applyLoad makes opt run sc.Load: its rate, duration and budgets, read
+// retry on only, every proxy answering after exactly Latency.
+func applyLoad(sc *Scenario, opt *Options) error {
+	l := sc.Load
+	if l.Rate <= 0 || l.Rate > 1_000_000 || l.Duration <= 0 || l.Duration > time.Hour || l.Latency <= 0 ||
+		l.SimpleBudget <= 0 || l.ComplexBudget <= 0 {
+		return fmt.Errorf("%w: capacity load %+v", ErrInvalidConfig, *l)
+	}
+	opt.Rate, opt.Duration, opt.Requests = l.Rate, l.Duration, 0
+	opt.SimpleBudget, opt.ComplexBudget = l.SimpleBudget, l.ComplexBudget
+	opt.Modes = []bool{true}
+	sc.Base = Profile{Latency: Latency{P50: l.Latency}}
+	sc.Events = nil
+	return nil
 }
 
 // applyEvent changes the fleet's profiles or, for a client event, every
 // client's settings while it sends and polls (SPEC §6: settings changed
 // under load).
-func applyEvent(e *Event, fleet *Fleet, runs []*clientRun) error {
+func applyEvent(e *Event, fleet FleetControl, runs []*clientRun) error {
 	if e.Client == nil {
 		return fleet.Set(e.Select, e.Profile)
 	}
@@ -285,6 +349,7 @@ func waitRuns(runs []*clientRun) {
 // sender and poller.
 type clientRun struct {
 	retryOn bool
+	load    bool // a capacity run: the sender sums the R15 formula
 	opt     *Options
 	c       *retry.Client
 	tr      *tcp.Transport
@@ -302,6 +367,12 @@ type clientRun struct {
 	// Longest gaps between two loop turns beyond the expected wait, one per
 	// goroutine (each written by its own goroutine, read after it ended).
 	sendStall, pollStall time.Duration
+	// Sender-owned, for capacity runs: when sending ended, and the R15
+	// formula's bytes summed over the reads issued.
+	sendEnd  time.Time
+	r15Bytes int64
+	reads    int64
+	frame    []byte
 }
 
 // stallSince returns how much longer than expected it has been since prev.
@@ -309,7 +380,7 @@ func stallSince(prev time.Time, now time.Time, expected time.Duration) time.Dura
 	return max(now.Sub(prev)-expected, 0)
 }
 
-func newClientRun(on bool, sc *Scenario, opt *Options, fleet *Fleet, w *Workload) (*clientRun, error) {
+func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Workload) (*clientRun, error) {
 	tr, err := tcp.New(tcp.Config{
 		Resolve:     fleet.Resolve,
 		DialTimeout: 500 * time.Millisecond,
@@ -325,7 +396,7 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet *Fleet, w *Workload
 		_ = tr.Close()
 		return nil, err
 	}
-	r := &clientRun{retryOn: on, opt: opt, c: c, tr: tr, w: w,
+	r := &clientRun{retryOn: on, load: sc.Load != nil, opt: opt, c: c, tr: tr, w: w,
 		ck:       NewChecker(w, opt.capacity(), 0),
 		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
 	if on {
@@ -361,9 +432,15 @@ func (r *clientRun) send(ctx context.Context) {
 	var op Op
 	var req retry.Request
 	var bufs RequestBuffers
+	defer func() { r.sendEnd = time.Now() }()
 	r.sendStall = OpenLoop(ctx, r.start, r.opt.Rate, r.opt.Duration, uint64(ck.Capacity()), func(id uint64) {
 		r.w.Op(id, &op)
 		r.w.Request(&op, &req, &bufs)
+		if r.load && op.Command.IsRead() {
+			r.frame = packFrame(r.frame[:0], &req)
+			r.r15Bytes += int64(len(r.frame) + len(req.UserBuffer) + R15OverheadBytes)
+			r.reads++
+		}
 		ck.Begin(id, time.Since(r.start))
 		seq, err := r.c.Send(simZone, &req)
 		if err != nil {
