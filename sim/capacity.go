@@ -17,8 +17,14 @@ const R15OverheadBytes = 175
 
 // packFrame appends the frame the engine packs for req (the header's
 // numbers are fixed-width, so their values do not change the length).
-func packFrame(dst []byte, req *retry.Request) []byte {
-	h := wire.RequestHeader{Command: req.Command, Seq: 1, AsyncID: req.AsyncID, AppID: simZone.AppID, ZoneID: simZone.ZoneID, Table: req.Table}
+func packFrame(dst []byte, req *retry.Request) []byte { return AppendRequestFrame(dst, req, 1) }
+
+// AppendRequestFrame appends req packed as a first attempt with sequence
+// number seq, for Zone, to dst — the frame the engine would send — so that
+// a client under comparison speaks the same wire protocol to the proxies
+// (package wire). A request the codec refuses leaves dst as it was.
+func AppendRequestFrame(dst []byte, req *retry.Request, seq uint64) []byte {
+	h := wire.RequestHeader{Command: req.Command, Seq: seq, AsyncID: req.AsyncID, AppID: simZone.AppID, ZoneID: simZone.ZoneID, Table: req.Table}
 	var out []byte
 	var err error
 	switch req.Command.Body() {

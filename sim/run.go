@@ -381,6 +381,39 @@ func stallSince(prev time.Time, now time.Time, expected time.Duration) time.Dura
 }
 
 func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Workload) (*clientRun, error) {
+	maxContexts := 0
+	if on {
+		maxContexts = sc.MaxContexts
+	}
+	c, tr, err := newEngine(opt, fleet, on, maxContexts)
+	if err != nil {
+		return nil, err
+	}
+	r := &clientRun{retryOn: on, load: sc.Load != nil, opt: opt, c: c, tr: tr, w: w,
+		ck:       NewChecker(w, opt.capacity(), 0),
+		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
+	if on {
+		r.ck.maxRetries = max(opt.MaxRetries, sc.MaxRetries)
+	}
+	return r, nil
+}
+
+// NewEngine returns the client a run drives: a retry.Client over
+// transport/tcp with the transport settings every run uses (500 ms dial
+// timeout, reconnect backoff from 5 ms to 100 ms), the fleet's route
+// applied with ConfList(opt.MaxRetries), and — with retryOn — opt's
+// budgets and, when maxContexts > 0, that context cap (SPEC R1, R2, R5).
+// Zero fields of opt take Run's defaults. Drive it as Run does: Send from
+// any goroutine, RecvResponse and PollWait from one. The caller closes
+// both (the client first).
+func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (*retry.Client, *tcp.Transport, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, nil, err
+	}
+	return newEngine(&opt, fleet, retryOn, maxContexts)
+}
+
+func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*retry.Client, *tcp.Transport, error) {
 	tr, err := tcp.New(tcp.Config{
 		Resolve:     fleet.Resolve,
 		DialTimeout: 500 * time.Millisecond,
@@ -389,34 +422,32 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Wo
 		Logger:      opt.Logger,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout})
 	if err != nil {
 		_ = tr.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	r := &clientRun{retryOn: on, load: sc.Load != nil, opt: opt, c: c, tr: tr, w: w,
-		ck:       NewChecker(w, opt.capacity(), 0),
-		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
+	fail := func(err error) (*retry.Client, *tcp.Transport, error) {
+		_ = c.Close()
+		_ = tr.Close()
+		return nil, nil, err
+	}
 	if on {
-		r.ck.maxRetries = max(opt.MaxRetries, sc.MaxRetries)
 		if err := c.SetReadRetryTimeout(opt.SimpleBudget, opt.ComplexBudget); err != nil {
-			r.close()
-			return nil, err
+			return fail(err)
 		}
-		if sc.MaxContexts > 0 {
-			c.SetReadRetryMaxContextCountPerZone(sc.MaxContexts)
+		if maxContexts > 0 {
+			c.SetReadRetryMaxContextCountPerZone(maxContexts)
 		}
 	}
-	conf := ConfList(opt.MaxRetries)
 	// A proxy that refuses connections at the start is logged by the
 	// engine and reconnected by the transport; it is not an error here.
-	if err := c.ApplyRoute(simZone, fleet.Labels(), conf); err != nil {
-		r.close()
-		return nil, err
+	if err := c.ApplyRoute(simZone, fleet.Labels(), ConfList(opt.MaxRetries)); err != nil {
+		return fail(err)
 	}
-	return r, nil
+	return c, tr, nil
 }
 
 func (r *clientRun) close() {
@@ -519,14 +550,21 @@ func (r *clientRun) drain() {
 // wait sleeps until a frame arrives or the engine's next deadline, at most
 // 5 ms, and notes by how much it overslept (for the stall figure).
 func (r *clientRun) wait() {
+	r.pollStall = max(r.pollStall, PollWait(r.c, r.tr))
+}
+
+// PollWait is a poller's sleep between two rounds of RecvResponse: until a
+// frame arrives on tr or c's next deadline, at most 5 ms (at least 200 µs
+// when a deadline is due). It returns by how much it overslept its own
+// timeout — the goroutine not being run: a busy or paused machine.
+func PollWait(c *retry.Client, tr *tcp.Transport) (stall time.Duration) {
 	d := 5 * time.Millisecond
-	if t, ok := r.c.NextDeadline(); ok {
+	if t, ok := c.NextDeadline(); ok {
 		d = min(max(time.Until(t), 200*time.Microsecond), d)
 	}
 	start := time.Now()
-	r.tr.Wait(d)
-	// A wait that oversleeps its timeout is the goroutine not being run.
-	r.pollStall = max(r.pollStall, stallSince(start, time.Now(), d))
+	tr.Wait(d)
+	return stallSince(start, time.Now(), d)
 }
 
 // sample records the context table's memory at its fullest.
