@@ -94,10 +94,14 @@ func childProcess() *exec.Cmd {
 	return cmd
 }
 
+// cpuScenario is steady at -cpu-rate: CPU per request where the
+// per-request work, not the harness's fixed ticks and wake-ups, dominates.
+const cpuScenario = "cpu"
+
 // defaultScenarios are rrsim's scenarios that every client can run —
 // not cap and settings, which change the engine's own settings — and the
 // in-flight cost run.
-var defaultScenarios = []string{"steady", "slow-tail", "blackhole-host", "flapping", "stream-cut", "error-codes", "duplicates", "all-down", inflightScenario}
+var defaultScenarios = []string{"steady", cpuScenario, "slow-tail", "blackhole-host", "flapping", "stream-cut", "error-codes", "duplicates", "all-down", inflightScenario}
 
 type config struct {
 	scenarios    []sim.Scenario
@@ -105,6 +109,7 @@ type config struct {
 	opt          sim.Options
 	inflight     int
 	inflightRate int
+	cpuRate      int
 	json         bool
 	plot         string
 }
@@ -123,6 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	wait := fs.Duration("wait", time.Second, "timeout of writes (never retried)")
 	inflight := fs.Int("inflight", 100_000, "requests in flight in the inflight scenario")
 	inflightRate := fs.Int("inflight-rate", 25_000, "requests per second while the inflight scenario fills up")
+	cpuRate := fs.Int("cpu-rate", 10_000, "requests per second of the cpu scenario (steady proxies)")
 	asJSON := fs.Bool("json", false, "print one JSON array of rows instead of the table")
 	plotPath := fs.String("plot", "", "write latency CDFs (one line per client, a tile per scenario) to `FILE.png`")
 	fs.Usage = func() {
@@ -132,6 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 				fmt.Fprintf(stderr, "  %-15s %s\n", s.Name, s.About)
 			}
 		}
+		fmt.Fprintf(stderr, "  %-15s %s\n", cpuScenario, "steady at -cpu-rate: CPU per request at steady state")
 		fmt.Fprintf(stderr, "  %-15s %s\n\nClients:\n", inflightScenario, "every proxy silent: heap, stacks and GC with -inflight requests in flight")
 		for _, k := range kinds {
 			fmt.Fprintf(stderr, "  %-15s %s\n", k.name, k.about)
@@ -145,13 +152,13 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *duration <= 0 || *rate <= 0 || *simple <= 0 || *complexBudget <= 0 || *wait <= 0 || *inflight <= 0 || *inflightRate <= 0 {
+	if *duration <= 0 || *rate <= 0 || *simple <= 0 || *complexBudget <= 0 || *wait <= 0 || *inflight <= 0 || *inflightRate <= 0 || *cpuRate <= 0 {
 		return nil, errors.New("-duration, -rate, -simple, -complex, -wait, -inflight and -inflight-rate must be positive")
 	}
 	if *retries < 1 || *retries > 8 {
 		return nil, fmt.Errorf("-retries %d: want 1..8", *retries)
 	}
-	cfg := &config{json: *asJSON, plot: *plotPath, inflight: *inflight, inflightRate: *inflightRate}
+	cfg := &config{json: *asJSON, plot: *plotPath, inflight: *inflight, inflightRate: *inflightRate, cpuRate: *cpuRate}
 	names := defaultScenarios
 	if s := strings.TrimSpace(*scenario); s != "" && s != "default" {
 		names = nil
@@ -164,6 +171,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	for _, n := range names {
 		if n == inflightScenario {
 			cfg.scenarios = append(cfg.scenarios, sim.Scenario{Name: inflightScenario, Base: sim.Profile{Drop: 1}})
+			continue
+		}
+		if n == cpuScenario {
+			st, _ := sim.LookupScenario("steady")
+			cfg.scenarios = append(cfg.scenarios, sim.Scenario{Name: cpuScenario, Base: st.Base})
 			continue
 		}
 		sc, err := sim.LookupScenario(n)
@@ -204,6 +216,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 // sending so that every request is in flight when it ends.
 func (cfg *config) optionsFor(sc sim.Scenario) sim.Options {
 	opt := cfg.opt
+	if sc.Name == cpuScenario {
+		opt.Rate = cfg.cpuRate
+	}
 	if sc.Name == inflightScenario {
 		opt.Rate = cfg.inflightRate
 		opt.Duration = time.Duration(float64(cfg.inflight) / float64(cfg.inflightRate) * float64(time.Second))
@@ -248,8 +263,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, child fun
 			return 2
 		}
 	} else {
-		fmt.Fprintf(stdout, "rrcompare: %d scenarios x %d clients, %v each at %d req/s (inflight: %d at %d/s), %s (%.0fs)\n\n",
-			len(cfg.scenarios), len(cfg.kinds), cfg.opt.Duration, cfg.opt.Rate, cfg.inflight, cfg.inflightRate, describe(cfg.opt), time.Since(began).Seconds())
+		fmt.Fprintf(stdout, "rrcompare: %d scenarios x %d clients, %v each at %d req/s (cpu: %d/s; inflight: %d at %d/s), %s (%.0fs)\n\n",
+			len(cfg.scenarios), len(cfg.kinds), cfg.opt.Duration, cfg.opt.Rate, cfg.cpuRate, cfg.inflight, cfg.inflightRate, describe(cfg.opt), time.Since(began).Seconds())
 		writeTable(stdout, rows)
 		fmt.Fprintln(stdout)
 		writeGoals(stdout, goals(rows))
