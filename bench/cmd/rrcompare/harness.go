@@ -298,11 +298,14 @@ func runOne(ctx context.Context, sc sim.Scenario, opt sim.Options, k kind, child
 // a full collection (timed), then heap and stacks against the baseline,
 // per request not yet answered.
 func measureInflight(rw *row, ck *sim.Checker, base sim.Usage) {
+	// The collection marks what is live when it starts: count the
+	// requests in flight then (a slow collection sees some end meanwhile,
+	// their memory still counted until the next one).
+	inflight := int64(ck.Issued()) - int64(ck.Finals())
 	t := time.Now()
 	runtime.GC()
 	rw.GCFullMs = msOf(time.Since(t))
 	u := sim.ReadUsage()
-	inflight := int64(ck.Issued()) - int64(ck.Finals())
 	rw.Inflight = inflight
 	if inflight <= 0 {
 		return

@@ -222,7 +222,9 @@ func (cfg *config) optionsFor(sc sim.Scenario) sim.Options {
 	if sc.Name == inflightScenario {
 		opt.Rate = cfg.inflightRate
 		opt.Duration = time.Duration(float64(cfg.inflight) / float64(cfg.inflightRate) * float64(time.Second))
-		hold := opt.Duration + time.Second
+		// Long enough that none ends before the measurement, a slow
+		// full collection (seconds, for some clients) included.
+		hold := opt.Duration + 5*time.Second
 		opt.SimpleBudget, opt.ComplexBudget, opt.WaitTimeout = hold, hold, hold
 	}
 	return opt
