@@ -28,11 +28,55 @@ type reqState struct {
 	started bool
 }
 
-// checker verifies every response of one client against the workload
-// (SPEC R9, R11, R12) and keeps the report's counts. Not safe for
-// concurrent use: the polling goroutine owns it; the sender touches only
-// the states' atomics and issued.
-type checker struct {
+// Answer is one response as a client hands it to its caller, in the terms
+// the Checker compares with the request that was sent. A client other than
+// retry.Client (a peer design under comparison) fills one per answer; for
+// the engine, SetResponse fills it from a retry.Response.
+type Answer struct {
+	AsyncID  uint64       // the caller's async ID, as given to the client
+	Seq      uint64       // the request's sequence number, as the client reported it when sending
+	Command  wire.Command // the request's command
+	Result   int32        // result code: retry.ResultOK, the proxy's code, or one the client made
+	HaveMore bool         // more answers follow; unset on exactly one answer per request, its final result
+	// Attempts is how many packets the client sent for the request (1 plus
+	// re-sends and hedges); read from the final answer.
+	Attempts   int
+	UserBuffer []byte // the caller's user buffer, byte for byte as sent
+	// Records are the records this answer delivers: views valid only during
+	// Check. RecordCount is the count the client claims for them; Check
+	// reports a mismatch.
+	Records     []wire.Record
+	RecordCount int
+}
+
+// SetResponse fills a from rsp, reusing a.Records' storage (no allocation
+// once it has grown). The records stay views into rsp: valid until the next
+// RecvResponse.
+func (a *Answer) SetResponse(rsp *retry.Response) {
+	a.AsyncID, a.Seq, a.Command, a.Result = rsp.AsyncID(), rsp.Seq(), rsp.Command(), rsp.Result()
+	a.HaveMore, a.Attempts, a.UserBuffer, a.RecordCount = rsp.HaveMore(), rsp.Attempts(), rsp.UserBuffer(), rsp.RecordCount()
+	a.Records = a.Records[:0]
+	for it := rsp.Records(); ; {
+		rec, ok := it.Next()
+		if !ok {
+			break
+		}
+		a.Records = append(a.Records, rec)
+	}
+}
+
+// Checker verifies every answer of one client against the Workload (SPEC
+// R9, R11, R12) and keeps a Report's counts: the right value for every key,
+// every record exactly once, index records in stream order, the async ID,
+// sequence number and user buffer as sent, one final result per request,
+// attempts within MaxRetries+1. A broken check is a Violation in the
+// Report, never a panic.
+//
+// Concurrency: the sending side (Begin, Sent, Refused) is one goroutine;
+// Check is one goroutine at a time (callers with many answering goroutines
+// serialise it with a mutex); Issued, Finals and Settled are safe from any
+// goroutine. Finish comes after both sides are done.
+type Checker struct {
 	w          *Workload
 	maxRetries int
 	states     []reqState
@@ -48,21 +92,57 @@ type checker struct {
 
 const examplesPerKind = 3
 
-func newChecker(w *Workload, capacity, maxRetries int) *checker {
-	return &checker{w: w, maxRetries: maxRetries, states: make([]reqState, capacity), examples: map[string]int{}}
+// NewChecker returns a Checker for requests with async IDs 1..capacity of
+// workload w, allowing each at most maxRetries+1 attempts.
+func NewChecker(w *Workload, capacity, maxRetries int) *Checker {
+	return &Checker{w: w, maxRetries: maxRetries, states: make([]reqState, capacity), examples: map[string]int{},
+		// Sized up front so that a run's heap grows with the client's
+		// requests in flight, not with the Checker (memory figures).
+		rep: Report{Latencies: make([]time.Duration, 0, capacity)}}
 }
 
 // violate counts a broken invariant and keeps a few examples of each kind.
-func (c *checker) violate(kind, format string, args ...any) {
+func (c *Checker) violate(kind, format string, args ...any) {
 	c.examples[kind]++
 	if c.examples[kind] <= examplesPerKind {
 		c.rep.Violations = append(c.rep.Violations, kind+": "+fmt.Sprintf(format, args...))
 	}
 }
 
-// onResponse checks one response, received at now (since the run's start).
-func (c *checker) onResponse(rsp *retry.Response, now time.Duration) {
-	id := rsp.AsyncID()
+// Begin records that request id (1, 2, … in order, at most the capacity)
+// is about to be sent, at (since the run's start). Sending side only.
+func (c *Checker) Begin(id uint64, at time.Duration) {
+	c.issued.Store(id)
+	c.states[id-1].sentAt.Store(int64(at))
+}
+
+// Sent records the sequence number the client returned for request id; its
+// answers must carry it. Sending side only.
+func (c *Checker) Sent(id, seq uint64) { c.states[id-1].seq.Store(seq) }
+
+// Refused records that the client refused request id (its send returned an
+// error): no answer may come for it. Sending side only.
+func (c *Checker) Refused(id uint64) {
+	c.states[id-1].failed.Store(true)
+	c.refusedN.Add(1)
+}
+
+// Capacity returns the most requests the Checker tracks.
+func (c *Checker) Capacity() int { return len(c.states) }
+
+// Issued returns how many requests Begin recorded.
+func (c *Checker) Issued() uint64 { return c.issued.Load() }
+
+// Finals returns how many final results Check has seen.
+func (c *Checker) Finals() uint64 { return c.finals.Load() }
+
+// Settled reports whether every issued request has its final result or was
+// refused.
+func (c *Checker) Settled() bool { return c.finals.Load()+c.refusedN.Load() >= c.issued.Load() }
+
+// Check checks one answer, received at now (since the run's start).
+func (c *Checker) Check(a *Answer, now time.Duration) {
+	id := a.AsyncID
 	if id == 0 || id > c.issued.Load() {
 		c.rep.BadAsyncID++
 		c.violate("bad async id", "response with async id %d, %d issued", id, c.issued.Load())
@@ -75,22 +155,22 @@ func (c *checker) onResponse(rsp *retry.Response, now time.Duration) {
 		c.violate("response to a refused send", "async id %d", id)
 	}
 	c.ub = AppendUserBuffer(c.ub[:0], id)
-	if !bytes.Equal(rsp.UserBuffer(), c.ub) {
+	if !bytes.Equal(a.UserBuffer, c.ub) {
 		c.rep.BadUserBuffer++
-		c.violate("user buffer", "async id %d: got %x, want %x", id, rsp.UserBuffer(), c.ub)
+		c.violate("user buffer", "async id %d: got %x, want %x", id, a.UserBuffer, c.ub)
 	}
-	if rsp.Command() != op.Command {
-		c.violate("command", "async id %d: response for %v, sent %v", id, rsp.Command(), op.Command)
+	if a.Command != op.Command {
+		c.violate("command", "async id %d: response for %v, sent %v", id, a.Command, op.Command)
 	}
 	if st.gotSeq == 0 {
-		st.gotSeq = rsp.Seq()
-	} else if st.gotSeq != rsp.Seq() {
+		st.gotSeq = a.Seq
+	} else if st.gotSeq != a.Seq {
 		c.rep.BadSeq++
-		c.violate("seq", "async id %d: seq %d after %d", id, rsp.Seq(), st.gotSeq)
+		c.violate("seq", "async id %d: seq %d after %d", id, a.Seq, st.gotSeq)
 	}
 	if st.finals > 0 {
 		c.rep.FinalsDuplicated++
-		c.violate("response after the final result", "async id %d %v result %d more=%v", id, op.Command, rsp.Result(), rsp.HaveMore())
+		c.violate("response after the final result", "async id %d %v result %d more=%v", id, op.Command, a.Result, a.HaveMore)
 		return
 	}
 	if !st.started {
@@ -98,21 +178,21 @@ func (c *checker) onResponse(rsp *retry.Response, now time.Duration) {
 		st.next = op.Position
 	}
 	st.resps++
-	c.checkRecords(rsp, st, op)
-	if rsp.HaveMore() {
+	c.checkRecords(a, st, op)
+	if a.HaveMore {
 		return
 	}
 	st.finals++
 	c.finals.Add(1)
 	c.rep.FinalResults++
-	attempts := rsp.Attempts()
+	attempts := a.Attempts
 	c.rep.Attempts += uint64(attempts)
 	c.rep.MaxAttempts = max(c.rep.MaxAttempts, attempts)
 	if attempts > c.maxRetries+1 || attempts < 1 {
 		c.rep.AttemptsOverLimit++
 		c.violate("attempts", "async id %d: %d attempts, limit %d", id, attempts, c.maxRetries+1)
 	}
-	res := rsp.Result()
+	res := a.Result
 	if !op.Command.IsRead() {
 		switch res {
 		case retry.ResultOK:
@@ -149,7 +229,7 @@ func (c *checker) onResponse(rsp *retry.Response, now time.Duration) {
 
 // missing returns how many records of a read that ended with its expected
 // result were never delivered.
-func (c *checker) missing(st *reqState, op *Op) uint64 {
+func (c *Checker) missing(st *reqState, op *Op) uint64 {
 	switch op.Command.Body() {
 	case wire.BodyKey:
 		if op.Key < c.w.Data.Keys && st.seen == 0 {
@@ -168,15 +248,10 @@ func (c *checker) missing(st *reqState, op *Op) uint64 {
 // checkRecords checks every record a response delivers against the
 // dataset: the right key and value, each exactly once, index records in
 // stream order.
-func (c *checker) checkRecords(rsp *retry.Response, st *reqState, op *Op) {
+func (c *Checker) checkRecords(a *Answer, st *reqState, op *Op) {
 	d := c.w.Data
-	n := 0
-	for it := rsp.Records(); ; {
-		rec, ok := it.Next()
-		if !ok {
-			break
-		}
-		n++
+	for i := range a.Records {
+		rec := &a.Records[i]
 		c.rep.RecordsDelivered++
 		switch op.Command.Body() {
 		case wire.BodyKey:
@@ -239,15 +314,18 @@ func (c *checker) checkRecords(rsp *retry.Response, st *reqState, op *Op) {
 			c.violate("record wrong", "async id %d: a write answered with a record", op.ID)
 		}
 	}
-	if n != rsp.RecordCount() {
-		c.violate("record count", "async id %d: RecordCount %d, %d iterated", op.ID, rsp.RecordCount(), n)
+	if len(a.Records) != a.RecordCount {
+		c.violate("record count", "async id %d: RecordCount %d, %d iterated", op.ID, a.RecordCount, len(a.Records))
 	}
 }
 
-// finish runs the end-of-run checks over every request issued: exactly one
-// final result for each request Send accepted, none for a refused one,
-// and the sequence numbers Send returned.
-func (c *checker) finish() {
+// Finish runs the end-of-run checks over every request issued — exactly
+// one final result for each request the client accepted, none for a
+// refused one, the sequence numbers it returned — and returns the Report's
+// counts, latencies and violations (the caller fills in the scenario, the
+// engine's counters and its own figures). Call it once, after sending and
+// checking are over.
+func (c *Checker) Finish() Report {
 	n := c.issued.Load()
 	for i := uint64(0); i < n; i++ {
 		st := &c.states[i]
@@ -281,4 +359,5 @@ func (c *checker) finish() {
 		}
 	}
 	c.rep.finishLatency()
+	return c.rep
 }

@@ -47,4 +47,19 @@
 // Report per mode: counts of every kind of result, p50/p99/p99.9 latency,
 // attempts per request, duplicates dropped, peak contexts and bytes per
 // context. WriteTable prints reports; Targets evaluates issue 6's goals.
+//
+// A scenario with a Load is a capacity run (rrsim -scenario capacity): a
+// fixed offered load against slow proxies, read retry on only, and the
+// figures a footprint needs — peak contexts, live heap per context against
+// the README's R15 formula, GC pauses, CPU per read, the rate the machine
+// reached. Its proxies can run in a child process (Options.FleetProcess,
+// RemoteFleet, ServeFleet) so that those figures are the client's alone.
+//
+// # Other clients
+//
+// The pieces are exported so that another command can put a different
+// client on the same faults (bench/cmd/rrcompare does): the open-loop
+// generator (OpenLoop), the Checker fed with Answers, the engine as the
+// runs set it up (NewEngine, PollWait), the request frames the engine
+// packs (AppendRequestFrame), and Usage for CPU, heap and GC figures.
 package sim

@@ -60,7 +60,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 	f := &Fleet{hosts: cfg.Hosts, ports: cfg.Ports, byLabel: map[retry.Proxy]*Proxy{}, data: cfg.Data}
 	for h := 0; h < cfg.Hosts; h++ {
 		for j := 0; j < cfg.Ports; j++ {
-			label := retry.Proxy{Host: "host-" + strconv.Itoa(h+1), Port: uint16(BasePort + j)}
+			label := fleetLabel(h, j)
 			p, err := StartProxy(label, cfg.Data, cfg.Profile, splitmix(cfg.Seed^uint64(h*cfg.Ports+j+1)))
 			if err != nil {
 				_ = f.Close()
@@ -71,6 +71,11 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 		}
 	}
 	return f, nil
+}
+
+// fleetLabel is the label of proxy j of host h (both 0-based).
+func fleetLabel(h, j int) retry.Proxy {
+	return retry.Proxy{Host: "host-" + strconv.Itoa(h+1), Port: uint16(BasePort + j)}
 }
 
 // Hosts returns the number of hosts; Ports the proxies per host.

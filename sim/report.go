@@ -76,6 +76,18 @@ type Report struct {
 	BytesPerContext int64  `json:"bytes_per_context"` // context table memory / requests held, at the fullest sample
 	CapHits         uint64 `json:"cap_hits"`          // reads sent without a context at the cap (SPEC R2)
 
+	// Capacity figures: set by a capacity scenario (Scenario.Load) only.
+	Offered             int     `json:"offered_rate,omitempty"`           // reads per second asked for
+	RateReached         float64 `json:"rate_reached,omitempty"`           // reads per second issued over the sending phase
+	ContextsGoal        int64   `json:"contexts_goal,omitempty"`          // the peak contexts the load should hold
+	HeapBytesPerContext float64 `json:"heap_bytes_per_context,omitempty"` // live heap the client grew by at the plateau / contexts held then
+	HeapContexts        int64   `json:"heap_contexts,omitempty"`          // the contexts held when the heap was measured
+	R15BytesPerContext  float64 `json:"r15_bytes_per_context,omitempty"`  // the README's R15 formula for the same reads: frame + user buffer + R15OverheadBytes
+	GCPauses            uint64  `json:"gc_pauses,omitempty"`              // stop-the-world GC pauses during the run
+	GCPauseP99Ms        float64 `json:"gc_pause_p99_ms,omitempty"`        // their 99th percentile (histogram bucket bound), ms
+	CPUNsPerRead        float64 `json:"cpu_ns_per_read,omitempty"`        // this process's CPU time / reads: engine, transport, generator and checker
+	ProxiesRemote       bool    `json:"proxies_remote,omitempty"`         // the proxies ran in a child process (else the figures include them)
+
 	// Violations describes each broken invariant (at most a few examples
 	// per kind); empty when the run is correct.
 	Violations []string `json:"violations"`
@@ -225,6 +237,11 @@ func Targets(reports []Report) []Target {
 			Met:  on.ExtraAttemptsPct < 1,
 		})
 	}
+	for i := range reports {
+		if r := &reports[i]; r.Offered > 0 {
+			out = append(out, capacityTargets(r)...)
+		}
+	}
 	if len(reports) > 0 {
 		var miss, dup uint64
 		var failed []string
@@ -242,6 +259,46 @@ func Targets(reports []Report) []Target {
 		out = append(out, Target{Name: "exactly once", Want: "0 missing, 0 duplicated, all invariants", Got: got,
 			Met: miss == 0 && dup == 0 && len(failed) == 0})
 	}
+	return out
+}
+
+// capacityTargets are a capacity run's goals (issue 14): the contexts
+// held at the offered load — a machine that could not offer it is reported
+// with the rate it reached, never as a pass — the heap per context against
+// the README's R15 formula, GC pauses, and whether the poller kept up.
+func capacityTargets(r *Report) []Target {
+	where := ""
+	if !r.ProxiesRemote {
+		where = " (proxies in this process: heap and CPU include them)"
+	}
+	out := []Target{{
+		Name: r.Scenario + " contexts",
+		Want: fmt.Sprintf(">= %d held at %d reads/s", r.ContextsGoal, r.Offered),
+		Got:  fmt.Sprintf("peak %d; rate reached %.0f/s (%.1f%%)", r.PeakContexts, r.RateReached, 100*r.RateReached/float64(r.Offered)),
+		Met:  r.PeakContexts >= r.ContextsGoal && r.RateReached >= 0.99*float64(r.Offered),
+	}}
+	dev := math.Inf(1)
+	if r.R15BytesPerContext > 0 && r.HeapContexts > 0 {
+		dev = 100 * (r.HeapBytesPerContext/r.R15BytesPerContext - 1)
+	}
+	out = append(out, Target{
+		Name: r.Scenario + " heap per context",
+		Want: "within 10% of R15: frame + user buffer + " + strconv.Itoa(R15OverheadBytes),
+		Got:  fmt.Sprintf("%.0f B vs %.0f B (%+.1f%%) at %d contexts%s", r.HeapBytesPerContext, r.R15BytesPerContext, dev, r.HeapContexts, where),
+		Met:  math.Abs(dev) <= 10,
+	})
+	out = append(out, Target{
+		Name: r.Scenario + " GC pause p99",
+		Want: "<= 1 ms",
+		Got:  fmt.Sprintf("%s over %d pauses; CPU %.2f µs per read%s", fmtMs(r.GCPauseP99Ms), r.GCPauses, r.CPUNsPerRead/1e3, where),
+		Met:  r.GCPauses > 0 && r.GCPauseP99Ms <= 1,
+	})
+	out = append(out, Target{
+		Name: r.Scenario + " poller kept up",
+		Want: fmt.Sprintf("max stall < %d ms", StallNoteMs),
+		Got:  fmt.Sprintf("max stall %s", fmtMs(r.MaxStallMs)),
+		Met:  r.MaxStallMs < StallNoteMs,
+	})
 	return out
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
+	"runtime"
 	"time"
 
 	"github.com/readretry/readretry/retry"
@@ -49,6 +51,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, if set, is called about every 200 ms from Run's goroutine.
 	Progress func(Progress)
+	// FleetProcess, if set, makes the child process that runs a capacity
+	// scenario's proxies (one that calls ServeFleet on its standard input
+	// and output; see StartRemoteFleet), so that the memory and CPU figures
+	// are the client's alone. nil runs them in this process; those figures
+	// then include the proxies'.
+	FleetProcess func() *exec.Cmd
 }
 
 // Progress is a snapshot of a run, for a progress line.
@@ -167,19 +175,36 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 			return nil, fmt.Errorf("%w: event at %v, want 0..1", ErrInvalidConfig, e.At)
 		}
 	}
+	var mix []Weight
+	if sc.Load != nil {
+		if err := applyLoad(&sc, &opt); err != nil {
+			return nil, err
+		}
+		mix = sc.Load.Mix
+		if mix == nil {
+			mix = ReadMix
+		}
+	}
 	data := NewDataset(opt.Seed)
-	w, err := NewWorkload(data, opt.Seed, nil)
+	w, err := NewWorkload(data, opt.Seed, mix)
 	if err != nil {
 		return nil, err
 	}
-	if proxyData == nil {
-		proxyData = data
+	var fleet FleetControl
+	remote := sc.Load != nil && opt.FleetProcess != nil && proxyData == nil
+	if remote {
+		fleet, err = StartRemoteFleet(opt.FleetProcess(), FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Profile: sc.Base, Seed: opt.Seed})
+	} else {
+		if proxyData == nil {
+			proxyData = data
+		}
+		fleet, err = StartFleet(FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Data: proxyData, Profile: sc.Base, Seed: opt.Seed})
 	}
-	fleet, err := StartFleet(FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Data: proxyData, Profile: sc.Base, Seed: opt.Seed})
 	if err != nil {
 		return nil, err
 	}
 	defer fleet.Close()
+
 	events := sc.Events
 	for len(events) > 0 && events[0].At == 0 && events[0].Client == nil {
 		if err := fleet.Set(events[0].Select, events[0].Profile); err != nil {
@@ -202,8 +227,26 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 		runs = append(runs, r)
 	}
 
+	// A capacity run measures the heap its client grows by as contexts
+	// pile up: the baseline comes after the client, its connections'
+	// buffers and the Checker's preallocated state exist, before the first
+	// request.
+	var base Usage
+	if sc.Load != nil {
+		runtime.GC()
+		base = ReadUsage()
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The capacity figures' sample at the plateau: halfway between the
+	// first answers (Latency) and the end of sending.
+	peakTimer := time.NewTimer(time.Hour)
+	defer peakTimer.Stop()
+	var peak capacityPeak
+	if sc.Load != nil {
+		peakTimer.Reset(sc.Load.Latency + (opt.Duration-sc.Load.Latency)/2)
+	}
+	cpu0 := processCPU()
 	start := time.Now()
 	for _, r := range runs {
 		r.start = start
@@ -220,8 +263,8 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 		}
 		p := Progress{Scenario: sc.Name, Elapsed: time.Since(start), Duration: opt.Duration, Draining: draining}
 		for _, r := range runs {
-			p.Requests += r.ck.issued.Load()
-			p.Finals += r.ck.finals.Load()
+			p.Requests += r.ck.Issued()
+			p.Finals += r.ck.Finals()
 		}
 		opt.Progress(p)
 	}
@@ -243,6 +286,8 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 			}
 		case <-progress.C:
 			report(time.Since(start) >= opt.Duration)
+		case <-peakTimer.C:
+			peak = samplePeak(runs[0].c)
 		case <-runs[done].pollDone:
 			done++
 		case <-ctx.Done():
@@ -256,13 +301,32 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 	for i, r := range runs {
 		out[i] = r.finish(&sc, &opt)
 	}
+	if sc.Load != nil {
+		fillCapacity(&out[0], sc.Load, runs[0], base, peak, processCPU()-cpu0, remote)
+	}
 	return out, nil
+}
+
+// applyLoad makes opt run sc.Load: its rate, duration and budgets, read
+// retry on only, every proxy answering after exactly Latency.
+func applyLoad(sc *Scenario, opt *Options) error {
+	l := sc.Load
+	if l.Rate <= 0 || l.Rate > 1_000_000 || l.Duration <= 0 || l.Duration > time.Hour || l.Latency <= 0 ||
+		l.SimpleBudget <= 0 || l.ComplexBudget <= 0 {
+		return fmt.Errorf("%w: capacity load %+v", ErrInvalidConfig, *l)
+	}
+	opt.Rate, opt.Duration, opt.Requests = l.Rate, l.Duration, 0
+	opt.SimpleBudget, opt.ComplexBudget = l.SimpleBudget, l.ComplexBudget
+	opt.Modes = []bool{true}
+	sc.Base = Profile{Latency: Latency{P50: l.Latency}}
+	sc.Events = nil
+	return nil
 }
 
 // applyEvent changes the fleet's profiles or, for a client event, every
 // client's settings while it sends and polls (SPEC §6: settings changed
 // under load).
-func applyEvent(e *Event, fleet *Fleet, runs []*clientRun) error {
+func applyEvent(e *Event, fleet FleetControl, runs []*clientRun) error {
 	if e.Client == nil {
 		return fleet.Set(e.Select, e.Profile)
 	}
@@ -285,11 +349,13 @@ func waitRuns(runs []*clientRun) {
 // sender and poller.
 type clientRun struct {
 	retryOn bool
+	load    bool // a capacity run: the sender sums the R15 formula
 	opt     *Options
 	c       *retry.Client
 	tr      *tcp.Transport
 	w       *Workload
-	ck      *checker
+	ck      *Checker
+	ans     Answer
 	start   time.Time
 
 	sendDone chan struct{}
@@ -301,6 +367,12 @@ type clientRun struct {
 	// Longest gaps between two loop turns beyond the expected wait, one per
 	// goroutine (each written by its own goroutine, read after it ended).
 	sendStall, pollStall time.Duration
+	// Sender-owned, for capacity runs: when sending ended, and the R15
+	// formula's bytes summed over the reads issued.
+	sendEnd  time.Time
+	r15Bytes int64
+	reads    int64
+	frame    []byte
 }
 
 // stallSince returns how much longer than expected it has been since prev.
@@ -308,7 +380,40 @@ func stallSince(prev time.Time, now time.Time, expected time.Duration) time.Dura
 	return max(now.Sub(prev)-expected, 0)
 }
 
-func newClientRun(on bool, sc *Scenario, opt *Options, fleet *Fleet, w *Workload) (*clientRun, error) {
+func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Workload) (*clientRun, error) {
+	maxContexts := 0
+	if on {
+		maxContexts = sc.MaxContexts
+	}
+	c, tr, err := newEngine(opt, fleet, on, maxContexts)
+	if err != nil {
+		return nil, err
+	}
+	r := &clientRun{retryOn: on, load: sc.Load != nil, opt: opt, c: c, tr: tr, w: w,
+		ck:       NewChecker(w, opt.capacity(), 0),
+		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
+	if on {
+		r.ck.maxRetries = max(opt.MaxRetries, sc.MaxRetries)
+	}
+	return r, nil
+}
+
+// NewEngine returns the client a run drives: a retry.Client over
+// transport/tcp with the transport settings every run uses (500 ms dial
+// timeout, reconnect backoff from 5 ms to 100 ms), the fleet's route
+// applied with ConfList(opt.MaxRetries), and — with retryOn — opt's
+// budgets and, when maxContexts > 0, that context cap (SPEC R1, R2, R5).
+// Zero fields of opt take Run's defaults. Drive it as Run does: Send from
+// any goroutine, RecvResponse and PollWait from one. The caller closes
+// both (the client first).
+func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (*retry.Client, *tcp.Transport, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, nil, err
+	}
+	return newEngine(&opt, fleet, retryOn, maxContexts)
+}
+
+func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*retry.Client, *tcp.Transport, error) {
 	tr, err := tcp.New(tcp.Config{
 		Resolve:     fleet.Resolve,
 		DialTimeout: 500 * time.Millisecond,
@@ -317,34 +422,32 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet *Fleet, w *Workload
 		Logger:      opt.Logger,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout})
 	if err != nil {
 		_ = tr.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	r := &clientRun{retryOn: on, opt: opt, c: c, tr: tr, w: w,
-		ck:       newChecker(w, opt.capacity(), 0),
-		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
+	fail := func(err error) (*retry.Client, *tcp.Transport, error) {
+		_ = c.Close()
+		_ = tr.Close()
+		return nil, nil, err
+	}
 	if on {
-		r.ck.maxRetries = max(opt.MaxRetries, sc.MaxRetries)
 		if err := c.SetReadRetryTimeout(opt.SimpleBudget, opt.ComplexBudget); err != nil {
-			r.close()
-			return nil, err
+			return fail(err)
 		}
-		if sc.MaxContexts > 0 {
-			c.SetReadRetryMaxContextCountPerZone(sc.MaxContexts)
+		if maxContexts > 0 {
+			c.SetReadRetryMaxContextCountPerZone(maxContexts)
 		}
 	}
-	conf := ConfList(opt.MaxRetries)
 	// A proxy that refuses connections at the start is logged by the
 	// engine and reconnected by the transport; it is not an error here.
-	if err := c.ApplyRoute(simZone, fleet.Labels(), conf); err != nil {
-		r.close()
-		return nil, err
+	if err := c.ApplyRoute(simZone, fleet.Labels(), ConfList(opt.MaxRetries)); err != nil {
+		return fail(err)
 	}
-	return r, nil
+	return c, tr, nil
 }
 
 func (r *clientRun) close() {
@@ -356,43 +459,27 @@ func (r *clientRun) close() {
 // requests due by then at the configured rate, whatever has come back.
 func (r *clientRun) send(ctx context.Context) {
 	defer close(r.sendDone)
-	opt, ck := r.opt, r.ck
-	limit := uint64(len(ck.states))
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
+	ck := r.ck
 	var op Op
 	var req retry.Request
 	var bufs RequestBuffers
-	prev := time.Now()
-	for {
-		now := time.Now()
-		r.sendStall = max(r.sendStall, stallSince(prev, now, time.Millisecond))
-		el := now.Sub(r.start)
-		due := min(uint64(el.Seconds()*float64(opt.Rate))+1, limit)
-		for id := ck.issued.Load() + 1; id <= due; id++ {
-			st := &ck.states[id-1]
-			ck.issued.Store(id)
-			r.w.Op(id, &op)
-			r.w.Request(&op, &req, &bufs)
-			st.sentAt.Store(int64(time.Since(r.start)))
-			seq, err := r.c.Send(simZone, &req)
-			if err != nil {
-				st.failed.Store(true)
-				ck.refusedN.Add(1)
-				continue
-			}
-			st.seq.Store(seq)
+	defer func() { r.sendEnd = time.Now() }()
+	r.sendStall = OpenLoop(ctx, r.start, r.opt.Rate, r.opt.Duration, uint64(ck.Capacity()), func(id uint64) {
+		r.w.Op(id, &op)
+		r.w.Request(&op, &req, &bufs)
+		if r.load && op.Command.IsRead() {
+			r.frame = packFrame(r.frame[:0], &req)
+			r.r15Bytes += int64(len(r.frame) + len(req.UserBuffer) + R15OverheadBytes)
+			r.reads++
 		}
-		if due >= limit || el >= opt.Duration {
+		ck.Begin(id, time.Since(r.start))
+		seq, err := r.c.Send(simZone, &req)
+		if err != nil {
+			ck.Refused(id)
 			return
 		}
-		prev = time.Now()
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
+		ck.Sent(id, seq)
+	})
 }
 
 // poll drives the client: it drains RecvResponse into the checker, sleeps
@@ -421,7 +508,7 @@ func (r *clientRun) poll(ctx context.Context) {
 		default:
 		}
 		if !drainBy.IsZero() {
-			if ck.finals.Load()+ck.refusedN.Load() >= ck.issued.Load() {
+			if ck.Settled() {
 				break
 			}
 			if now.After(drainBy) {
@@ -455,21 +542,29 @@ func (r *clientRun) drain() {
 		if !ok {
 			return
 		}
-		r.ck.onResponse(rsp, time.Since(r.start))
+		r.ans.SetResponse(rsp)
+		r.ck.Check(&r.ans, time.Since(r.start))
 	}
 }
 
 // wait sleeps until a frame arrives or the engine's next deadline, at most
 // 5 ms, and notes by how much it overslept (for the stall figure).
 func (r *clientRun) wait() {
+	r.pollStall = max(r.pollStall, PollWait(r.c, r.tr))
+}
+
+// PollWait is a poller's sleep between two rounds of RecvResponse: until a
+// frame arrives on tr or c's next deadline, at most 5 ms (at least 200 µs
+// when a deadline is due). It returns by how much it overslept its own
+// timeout — the goroutine not being run: a busy or paused machine.
+func PollWait(c *retry.Client, tr *tcp.Transport) (stall time.Duration) {
 	d := 5 * time.Millisecond
-	if t, ok := r.c.NextDeadline(); ok {
+	if t, ok := c.NextDeadline(); ok {
 		d = min(max(time.Until(t), 200*time.Microsecond), d)
 	}
 	start := time.Now()
-	r.tr.Wait(d)
-	// A wait that oversleeps its timeout is the goroutine not being run.
-	r.pollStall = max(r.pollStall, stallSince(start, time.Now(), d))
+	tr.Wait(d)
+	return stallSince(start, time.Now(), d)
 }
 
 // sample records the context table's memory at its fullest.
@@ -485,9 +580,7 @@ func (r *clientRun) sample() {
 // finish completes the report once the poller is done.
 func (r *clientRun) finish(sc *Scenario, opt *Options) Report {
 	<-r.sendDone
-	ck := r.ck
-	ck.finish()
-	rep := ck.rep
+	rep := r.ck.Finish()
 	rep.Scenario, rep.Retry, rep.Seconds, rep.Rate = sc.Name, r.retryOn, opt.Duration.Seconds(), opt.Rate
 	if st, err := r.c.Stats(simZone); err == nil {
 		rep.RetriesTimeout, rep.RetriesErrorCode = st.RetriesTimeout, st.RetriesErrorCode

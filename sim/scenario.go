@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/wire"
 )
 
 // Scenario is a named fault setting for a run: every proxy's starting
@@ -30,6 +31,47 @@ type Scenario struct {
 	// Expect returns the scenario's own broken expectations for a report
 	// (beyond the invariants every run checks); nil means none.
 	Expect func(sc *Scenario, r *Report) []string
+	// Load, if set, makes the scenario a capacity run: it sets the offered
+	// load, the answer delay and the budgets in place of Options', runs
+	// read retry on only, and reports memory, GC pauses and CPU per read
+	// (Report's capacity figures).
+	Load *Load
+}
+
+// Load is a capacity scenario's offered load: Rate reads per second for
+// Duration against proxies that all answer after exactly Latency, so that
+// Rate × Latency contexts are in flight at the plateau (from Latency to
+// Duration). The budgets must leave the first segment longer than Latency,
+// or every read is re-sent before its answer comes.
+type Load struct {
+	Rate     int           // reads per second, open loop
+	Duration time.Duration // of the sending phase
+	Latency  time.Duration // every proxy's fixed answer time
+	// SimpleBudget and ComplexBudget are the read retry budgets (SPEC R1).
+	SimpleBudget, ComplexBudget time.Duration
+	// Mix is the workload's command mix; nil means ReadMix.
+	Mix []Weight
+	// Contexts is the goal for peak contexts (the run reports whether it was
+	// reached); 0 means Rate × Latency.
+	Contexts int64
+}
+
+// ReadMix is DefaultMix without the writes: every request of a capacity
+// run holds a read retry context.
+var ReadMix = []Weight{
+	{wire.CmdGet, 20}, {wire.CmdPBFieldGet, 10}, {wire.CmdListGet, 10},
+	{wire.CmdBatchGet, 10}, {wire.CmdPBBatchFieldGet, 5}, {wire.CmdListGetBatch, 5},
+	{wire.CmdGetByPartKey, 15}, {wire.CmdListGetAll, 15},
+}
+
+// CapacityLoad is the capacity scenario's load: 100,000 reads/s for 7 s
+// against proxies answering after 5.1 s — 510,000 contexts from 5.1 s to
+// 7 s, a margin over the goal of 500,000 — with budgets of 33 s (2
+// retries: the first segment is 5.5 s, so no read is re-sent before its
+// answer).
+var CapacityLoad = Load{
+	Rate: 100_000, Duration: 7 * time.Second, Latency: 5100 * time.Millisecond,
+	SimpleBudget: 33 * time.Second, ComplexBudget: 33 * time.Second, Contexts: 500_000,
 }
 
 // Event sets the profile of the selected proxies when a share At (0..1)
@@ -124,6 +166,15 @@ func Scenarios() []Scenario {
 			Name:  "duplicates",
 			About: "5% of packets are sent twice: each record still reaches the caller once",
 			Base:  with(healthy, func(p *Profile) { p.Dup = 0.05; p.PacketRecords = 4 }),
+		},
+		{
+			Name:   "capacity",
+			About:  "500,000 contexts in one zone: 100,000 reads/s for 7 s, answers after 5.1 s (proxies in a child process; ignores -rate, -duration, -simple, -complex)",
+			Load:   &CapacityLoad,
+			Expect: expectCapacity,
+			// Above the default 500,000 so that the load's plateau (its
+			// jitter included) is held whole, with a context for every read.
+			MaxContexts: 600_000,
 		},
 	}
 }
@@ -241,6 +292,16 @@ func expectAllDown(_ *Scenario, r *Report) []string {
 		out = append(out, fmt.Sprintf("all-down: %d requests answered OK by dark proxies", r.OK))
 	}
 	return out
+}
+
+// expectCapacity: every read is answered (the proxies are healthy and
+// slow, the budgets longer than their delay). The capacity goals (contexts,
+// memory, GC pauses) are targets, not invariants: see Targets.
+func expectCapacity(_ *Scenario, r *Report) []string {
+	if r.ReadsOK != r.Reads {
+		return []string{fmt.Sprintf("capacity: %d of %d reads answered right", r.ReadsOK, r.Reads)}
+	}
+	return nil
 }
 
 // expectCap: the cap bounds the contexts, and reads over it are still

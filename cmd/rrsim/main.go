@@ -8,6 +8,12 @@
 //	go run ./cmd/rrsim -scenario all -json   # one JSON array of reports
 //	go run ./cmd/rrsim -plot docs/rrsim.png  # latency CDFs, retry on vs off
 //	go run ./cmd/rrsim -profile 'latency=1ms/50ms,drop=0.02,cut=0.1@2'
+//	go run ./cmd/rrsim -scenario capacity   # 500,000 contexts over TCP
+//
+// The capacity scenario is not in the default set (it offers 100,000
+// reads/s and needs the machine to itself); its proxies run in a child
+// process (this binary with -fleet-child as its only argument) so that the
+// heap, GC and CPU figures it reports are the client's own.
 //
 // The exit status is 1 if any correctness invariant broke in any run (a
 // record missing or duplicated, a request without exactly one final
@@ -26,6 +32,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"time"
@@ -33,7 +40,18 @@ import (
 	"github.com/readretry/readretry/sim"
 )
 
+// fleetChildFlag, as the only argument, makes rrsim the child process that
+// serves a capacity scenario's proxies (sim.ServeFleet on stdin/stdout).
+const fleetChildFlag = "-fleet-child"
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == fleetChildFlag {
+		if err := sim.ServeFleet(os.Stdin, os.Stdout, sim.FleetHooks{}); err != nil {
+			fmt.Fprintln(os.Stderr, "rrsim:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -109,8 +127,22 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg.opt = sim.Options{
 		Duration: *duration, Requests: *count, Rate: *rate, Hosts: *hosts, Ports: *ports, Seed: *seed,
 		SimpleBudget: *simple, ComplexBudget: *complexBudget, MaxRetries: *retries, WaitTimeout: *wait,
+		FleetProcess: fleetProcess,
 	}
 	return cfg, nil
+}
+
+// fleetProcess returns this binary started again as a fleet child, for
+// the capacity scenario's proxies (so that its memory and CPU figures are
+// the client's own).
+func fleetProcess() *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	cmd := exec.Command(exe, fleetChildFlag)
+	cmd.Stderr = os.Stderr
+	return cmd
 }
 
 // run is the command without the process: it returns the exit status.

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+func fmtMs(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "ms"
+}
+
+// writeTable prints one line per scenario and client. Columns: reads ok
+// %, extra attempts %, read latency p50/p99/p99.9, CPU per request, bytes
+// per request in flight (heap + stacks; inflight only), GC pause p99,
+// records missing and doubled, invariants.
+func writeTable(w io.Writer, rows []row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tclient\trequests\treads-ok%\textra-att%\tp50\tp99\tp99.9\tcpu/req\tB/in-flight\tgc-p99\trec-miss\trec-dup\tcheck\t")
+	last := ""
+	for _, r := range rows {
+		name := r.Scenario
+		if name == last {
+			name = ""
+		}
+		last = r.Scenario
+		check := "ok"
+		if len(r.Violations) > 0 {
+			check = "FAIL"
+		}
+		inflight := "-"
+		if r.Inflight > 0 {
+			inflight = strconv.FormatFloat(r.HeapBytesPerInflight, 'f', 0, 64)
+		}
+		gc := "no GC"
+		if r.GCPauses > 0 {
+			gc = fmtMs(r.GCPauseP99Ms)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t%s\t%.1fµs\t%s\t%s\t%d\t%d\t%s\t\n",
+			name, r.Client, r.Requests, r.ReadsOKPct, r.ExtraAttemptsPct, fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms),
+			r.CPUNsPerRequest/1e3, inflight, gc, r.RecordsMissing, r.RecordsDuplicated, check)
+	}
+	_ = tw.Flush()
+}
+
+// goal is one of issue 14's goals with what the run measured.
+type goal struct {
+	name, want, got string
+	met             bool
+}
+
+// attemptsSlack is how many points of extra attempts readretry may spend
+// above a peer and still count as "no more": the goroutines client runs
+// the same schedule, and the fault draws differ by a few requests.
+const attemptsSlack = 0.5
+
+// tailScenarios are the scenarios whose tails the goals compare.
+var tailScenarios = []string{"slow-tail", "blackhole-host", "flapping", "stream-cut"}
+
+// goals evaluates the goals the rows allow: readretry's p99.9 at or below
+// every peer's at no more extra attempts (tail scenarios), at least 5x
+// fewer bytes per request in flight than goroutines (inflight), at least
+// 2x less CPU per request than every peer (steady), and nothing missing or
+// doubled for any client. A goal whose rows are missing is left out.
+func goals(rows []row) []goal {
+	find := func(sc, client string) *row {
+		for i := range rows {
+			if rows[i].Scenario == sc && rows[i].Client == client {
+				return &rows[i]
+			}
+		}
+		return nil
+	}
+	peers := func(sc string) []*row {
+		var out []*row
+		for i := range rows {
+			if rows[i].Scenario == sc && rows[i].Client != "readretry" {
+				out = append(out, &rows[i])
+			}
+		}
+		return out
+	}
+	var out []goal
+	for _, sc := range tailScenarios {
+		rr := find(sc, "readretry")
+		ps := peers(sc)
+		if rr == nil || len(ps) == 0 {
+			continue
+		}
+		g := goal{name: sc + " p99.9", met: true,
+			want: fmt.Sprintf("readretry <= every hedging peer, extra attempts <= peer's + %.1f points", attemptsSlack)}
+		parts := []string{fmt.Sprintf("readretry %s at %.1f%%", fmtMs(rr.P999Ms), rr.ExtraAttemptsPct)}
+		for _, p := range ps {
+			verdict := ""
+			switch {
+			case p.ExtraAttemptsPct == 0 && rr.ExtraAttemptsPct > 0:
+				// A client that made no extra attempt did not hedge (grpc-go
+				// ignores a hedgingPolicy): not a design at equal spending,
+				// so it does not decide the goal; its tail is shown.
+				verdict = " (made no extra attempt: not hedging)"
+				if p.P999Ms < rr.P999Ms {
+					verdict = " (made no extra attempt, and its tail is lower)"
+					g.met = false
+				}
+			case p.P999Ms < rr.P999Ms:
+				verdict = " (peer's tail lower)"
+				g.met = false
+			case rr.ExtraAttemptsPct > p.ExtraAttemptsPct+attemptsSlack:
+				verdict = " (peer spent fewer attempts)"
+				g.met = false
+			}
+			parts = append(parts, fmt.Sprintf("%s %s at %.1f%%%s", p.Client, fmtMs(p.P999Ms), p.ExtraAttemptsPct, verdict))
+		}
+		g.got = strings.Join(parts, "; ")
+		out = append(out, g)
+	}
+	if rr, gr := find(inflightScenario, "readretry"), find(inflightScenario, "goroutines"); rr != nil && gr != nil && rr.Inflight > 0 && gr.Inflight > 0 {
+		ratio := gr.HeapBytesPerInflight / rr.HeapBytesPerInflight
+		parts := []string{fmt.Sprintf("readretry %.0f B (%d in flight, GC pause p99 %s, full GC %s)", rr.HeapBytesPerInflight, rr.Inflight, fmtMs(rr.GCPauseP99Ms), fmtMs(rr.GCFullMs))}
+		for _, p := range peers(inflightScenario) {
+			parts = append(parts, fmt.Sprintf("%s %.0f B (%.1fx; %d in flight, GC pause p99 %s, full GC %s)", p.Client, p.HeapBytesPerInflight,
+				p.HeapBytesPerInflight/rr.HeapBytesPerInflight, p.Inflight, fmtMs(p.GCPauseP99Ms), fmtMs(p.GCFullMs)))
+		}
+		out = append(out, goal{name: "bytes per request in flight", want: ">= 5x fewer than goroutines (heap + stacks)",
+			got: strings.Join(parts, "; "), met: ratio >= 5})
+	}
+	cpuRow := cpuScenario
+	if find(cpuRow, "readretry") == nil {
+		cpuRow = "steady"
+	}
+	if rr := find(cpuRow, "readretry"); rr != nil && len(peers(cpuRow)) > 0 {
+		g := goal{name: "CPU per request (" + cpuRow + ")", want: ">= 2x less than every peer", met: true}
+		parts := []string{fmt.Sprintf("readretry %.1f µs", rr.CPUNsPerRequest/1e3)}
+		for _, p := range peers(cpuRow) {
+			ratio := p.CPUNsPerRequest / rr.CPUNsPerRequest
+			if ratio < 2 {
+				g.met = false
+			}
+			parts = append(parts, fmt.Sprintf("%s %.1f µs (%.1fx)", p.Client, p.CPUNsPerRequest/1e3, ratio))
+		}
+		g.got = strings.Join(parts, "; ")
+		out = append(out, g)
+	}
+	if len(rows) > 0 {
+		var miss, dup uint64
+		var failed []string
+		for _, r := range rows {
+			miss += r.RecordsMissing
+			dup += r.RecordsDuplicated
+			if len(r.Violations) > 0 {
+				failed = append(failed, r.Scenario+"/"+r.Client)
+			}
+		}
+		got := fmt.Sprintf("%d missing, %d duplicated", miss, dup)
+		if len(failed) > 0 {
+			got += "; invariants broken in " + strings.Join(failed, ", ")
+		}
+		out = append(out, goal{name: "exactly once", want: "0 missing, 0 duplicated, all invariants, every client", got: got,
+			met: miss == 0 && dup == 0 && len(failed) == 0})
+	}
+	return out
+}
+
+func writeGoals(w io.Writer, gs []goal) {
+	for _, g := range gs {
+		mark := "met"
+		if !g.met {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(w, "goal %-6s %s: want %s\n            got  %s\n", mark, g.name, g.want, g.got)
+	}
+}
