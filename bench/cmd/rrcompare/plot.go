@@ -18,6 +18,7 @@ import (
 // clientColors are the clients' line colours, in kinds order.
 var clientColors = []color.RGBA{
 	{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // readretry: blue
+	{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}, // readretry-do: cyan
 	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, // goroutines: red
 	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // failsafe-go: green
 	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, // grpc-hedging: purple
