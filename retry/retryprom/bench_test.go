@@ -2,19 +2,23 @@ package retryprom_test
 
 import (
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/readretry/readretry/retry"
 	"github.com/readretry/readretry/retry/retryprom"
 	"github.com/readretry/readretry/retry/retrytest"
 	"github.com/readretry/readretry/wire"
 )
 
-// zonesClient returns a client with n routed zones, one read sent and
-// answered in each so that the counters are not all zero.
-func zonesClient(tb testing.TB, n int) (*retry.Client, func() []retry.Zone) {
+// zonesClient returns a client with n routed zones, AppIDs and ZoneIDs from
+// base up (base+i/100, base+i%100), one read sent and answered in each so
+// that the counters are not all zero.
+func zonesClient(tb testing.TB, n int, base uint32) (*retry.Client, func() []retry.Zone) {
 	tb.Helper()
 	tr := retrytest.NewTransport()
 	c, err := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler), MaxWaitingPerZone: 16, Shards: 1})
@@ -27,7 +31,7 @@ func zonesClient(tb testing.TB, n int) (*retry.Client, func() []retry.Zone) {
 	tr.SetHandler(p, retrytest.Serve(retrytest.Data{}, 0))
 	zones := make([]retry.Zone, n)
 	for i := range zones {
-		zones[i] = retry.Zone{AppID: uint32(1000 + i/100), ZoneID: uint32(1000 + i%100)}
+		zones[i] = retry.Zone{AppID: base + uint32(i/100), ZoneID: base + uint32(i%100)}
 		if err := c.ApplyRoute(zones[i], []retry.Proxy{p}, "tcp://10.0.0.9:9000;conf://ReadRetryCmd=7&ReadRetryMaxCnt=2"); err != nil {
 			tb.Fatal(err)
 		}
@@ -76,9 +80,10 @@ func drain(b *testing.B, collect func(chan<- prometheus.Metric)) (ns, series flo
 // same series made with prometheus.MustNewConstMetric, as a collector
 // usually does; collect reports its time as a ratio of it (x-const).
 // gather is what promhttp does before encoding: Collect plus the
-// registry's own work.
+// registry's own work, against the same with MustNewConstMetric; http is
+// the whole endpoint, text encoding included.
 func BenchmarkCollect(b *testing.B) {
-	c, zones := zonesClient(b, 1000)
+	c, zones := zonesClient(b, 1000, 1000) // 4-digit label values, as many SDKs' IDs
 	col, err := retryprom.New(retryprom.Config{Client: c, Zones: zones})
 	if err != nil {
 		b.Fatal(err)
@@ -93,11 +98,12 @@ func BenchmarkCollect(b *testing.B) {
 			b.ReportMetric(ns/base, "x-const")
 		}
 	})
-	b.Run("gather", func(b *testing.B) {
+	gather := func(b *testing.B, c prometheus.Collector) float64 {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(col)
+		reg.MustRegister(c)
 		b.ReportAllocs()
 		n := 0
+		start := time.Now()
 		for b.Loop() {
 			fams, err := reg.Gather()
 			if err != nil {
@@ -106,5 +112,33 @@ func BenchmarkCollect(b *testing.B) {
 			n += len(fams)
 		}
 		sinkSeries += n
+		return float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	}
+	var gatherBase float64
+	b.Run("gather-const-metrics", func(b *testing.B) {
+		gatherBase = gather(b, constCollector{col})
+	})
+	b.Run("gather", func(b *testing.B) {
+		if ns := gather(b, col); gatherBase > 0 {
+			b.ReportMetric(ns/gatherBase, "x-const")
+		}
+	})
+	// The whole endpoint: Gather and the text encoding promhttp writes.
+	b.Run("http", func(b *testing.B) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(col)
+		h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		b.ReportAllocs()
+		size := 0
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatal(rec.Code)
+			}
+			size = rec.Body.Len()
+		}
+		b.ReportMetric(float64(size), "bytes/scrape")
 	})
 }

@@ -40,8 +40,8 @@ type Config struct {
 	ConstLabels prometheus.Labels
 }
 
-// zoneMetric is one series per zone: a desc, its type, the reason label's
-// value ("" for metrics without it) and the Stats field it reads.
+// zoneMetric is one series per zone: a desc, its type, the reason label
+// (a pair shared by every scrape) and the Stats field it reads.
 type zoneMetric struct {
 	desc   *prometheus.Desc
 	typ    prometheus.ValueType

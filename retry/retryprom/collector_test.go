@@ -495,7 +495,7 @@ func gatherText(t *testing.T, reg *prometheus.Registry) string {
 // before, between and after the per-zone labels, through a pedantic
 // registry that checks every series against its Desc.
 func TestSameAsConstMetrics(t *testing.T) {
-	c, zones := zonesClient(t, 250)
+	c, zones := zonesClient(t, 250, 1000)
 	clk := &fakeClock{}
 	b, err := budget.New(budget.Config{Clock: clk.Now})
 	if err != nil {
