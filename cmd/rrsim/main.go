@@ -9,6 +9,7 @@
 //	go run ./cmd/rrsim -plot docs/rrsim.png  # latency CDFs, retry on vs off
 //	go run ./cmd/rrsim -profile 'latency=1ms/50ms,drop=0.02,cut=0.1@2'
 //	go run ./cmd/rrsim -scenario capacity   # 500,000 contexts over TCP
+//	go run ./cmd/rrsim -metrics 127.0.0.1:9100 -duration 60s  # Prometheus /metrics during the run
 //
 // The capacity scenario is not in the default set (it offers 100,000
 // reads/s and needs the machine to itself); its proxies run in a child
@@ -69,6 +70,7 @@ type config struct {
 	json      bool
 	plot      string
 	verbose   bool
+	metrics   string
 }
 
 // parseFlags parses args; errors are usage errors (exit status 2).
@@ -90,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	asJSON := fs.Bool("json", false, "print one JSON array of reports instead of the table")
 	plot := fs.String("plot", "", "write the latency CDFs (retry on vs off, per scenario) to `FILE.png`")
 	verbose := fs.Bool("v", false, "log the engine's and the transport's messages to stderr")
+	metrics := fs.String("metrics", "", "serve Prometheus metrics (the engine's counters of both modes, labelled retry=on|off) at http://`ADDR`/metrics during the run, e.g. 127.0.0.1:9100")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: rrsim [flags]\n\nScenarios:\n")
 		for _, s := range sim.Scenarios() {
@@ -110,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if *duration <= 0 || *rate <= 0 || *hosts <= 0 || *ports <= 0 || *count < 0 || *simple <= 0 || *complexBudget <= 0 || *wait <= 0 {
 		return nil, errors.New("-duration, -rate, -hosts, -ports, -simple, -complex and -wait must be positive, -count not negative")
 	}
-	cfg := &config{json: *asJSON, plot: *plot, verbose: *verbose}
+	cfg := &config{json: *asJSON, plot: *plot, verbose: *verbose, metrics: *metrics}
 	if *profile != "" {
 		p, err := sim.ParseProfile(*profile)
 		if err != nil {
@@ -157,6 +160,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.verbose {
 		cfg.opt.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if cfg.metrics != "" {
+		ms, err := startMetrics(cfg.metrics)
+		if err != nil {
+			fmt.Fprintln(stderr, "rrsim:", err)
+			return 2
+		}
+		defer ms.close()
+		fmt.Fprintf(stderr, "rrsim: metrics at %s\n", ms.url)
+		for i, sc := range cfg.scenarios {
+			if sc.Load != nil {
+				// sim.Run drops a capacity scenario's events, the only way in
+				// to its client.
+				fmt.Fprintf(stderr, "rrsim: -metrics: %s is a capacity run, whose client is not exported; Go and process metrics are\n", sc.Name)
+			}
+			cfg.scenarios[i] = ms.hook(sc)
+		}
 	}
 	prog := newProgress(stderr, len(cfg.scenarios))
 	var reports []sim.Report
