@@ -252,6 +252,19 @@ func (c *Client) ProxyOf(id ProxyID) (Proxy, bool) {
 	return infos[id].p, true
 }
 
+// Zones returns the zones routes were applied to, in the order they were
+// added: a new slice, the caller's. It takes no lock (a zone added
+// meanwhile may or may not be listed), so exporters (retry/retryprom) can
+// walk every zone's Stats at scrape time.
+func (c *Client) Zones() []Zone {
+	zs := *c.zoneByIdx.Load()
+	out := make([]Zone, len(zs))
+	for i, z := range zs {
+		out[i] = z.key
+	}
+	return out
+}
+
 func (c *Client) zoneOf(key Zone) *zone {
 	z, _ := c.zoneByKey.Load(key)
 	return z

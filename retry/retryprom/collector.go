@@ -13,8 +13,8 @@ import (
 	"github.com/readretry/readretry/retry/budget"
 )
 
-// ErrInvalidConfig is wrapped by every error of New: nothing to export, a
-// Client without Zones, or ConstLabels Prometheus refuses.
+// ErrInvalidConfig is wrapped by every error of New: nothing to export, or
+// ConstLabels Prometheus refuses.
 var ErrInvalidConfig = errors.New("retryprom: invalid config")
 
 // Config says what a Collector exports. At least one of Client and Budget
@@ -24,11 +24,10 @@ type Config struct {
 	// exported (SPEC R17); nil exports neither.
 	Client *retry.Client
 	// Zones returns the zones of Client to export, called once per scrape
-	// (possibly from several scrapes at once): the zones the SDK has routed
-	// with ApplyRoute. The collector reads the slice during the call and
-	// keeps none of it. Zones the client does not know are skipped, and a
-	// zone listed twice is exported once. Required with Client, because
-	// the engine offers no list of its zones.
+	// (possibly from several scrapes at once); nil means Client.Zones,
+	// every zone a route was applied to. The collector reads the slice
+	// during the call and keeps none of it. Zones the client does not know
+	// are skipped, and a zone listed twice is exported once.
 	Zones func() []retry.Zone
 	// Budget is a retry budget (SPEC B4) whose Stats are exported; nil
 	// exports none. The engine's own per-zone storm guards (SPEC R19) show
@@ -82,7 +81,7 @@ const (
 )
 
 // New returns a Collector for cfg, or an error wrapping ErrInvalidConfig:
-// neither Client nor Budget, Client without Zones, or ConstLabels that are
+// neither Client nor Budget, or ConstLabels that are
 // not valid Prometheus labels or clash with the per-zone labels. A Collector
 // from New never panics in Collect.
 func New(cfg Config) (*Collector, error) {
@@ -90,7 +89,7 @@ func New(cfg Config) (*Collector, error) {
 		return nil, fmt.Errorf("%w: neither Client nor Budget", ErrInvalidConfig)
 	}
 	if cfg.Client != nil && cfg.Zones == nil {
-		return nil, fmt.Errorf("%w: Client without Zones", ErrInvalidConfig)
+		cfg.Zones = cfg.Client.Zones
 	}
 	for _, l := range []string{labelApp, labelZone, labelReason} {
 		if _, ok := cfg.ConstLabels[l]; ok {

@@ -436,7 +436,6 @@ func TestNewErrors(t *testing.T) {
 	zones := func() []retry.Zone { return nil }
 	for name, cfg := range map[string]retryprom.Config{
 		"nothing":        {},
-		"no zones":       {Client: c},
 		"zone label":     {Client: c, Zones: zones, ConstLabels: prometheus.Labels{"zone_id": "1"}},
 		"reason label":   {Client: c, Zones: zones, ConstLabels: prometheus.Labels{"reason": "x"}},
 		"bad label name": {Client: c, Zones: zones, ConstLabels: prometheus.Labels{"__reserved": "x"}},
@@ -615,5 +614,50 @@ func TestConcurrentScrapes(t *testing.T) {
 	}
 	if v := finals(); v != n {
 		t.Fatalf("final results %v, want %d", v, n)
+	}
+}
+
+// TestDefaultZones: without Config.Zones the collector exports every zone
+// the client has a route for (Client.Zones), including one routed after
+// the collector was made.
+func TestDefaultZones(t *testing.T) {
+	c, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	px := []retry.Proxy{{Host: "a", Port: 1}}
+	_ = c.ApplyRoute(retry.Zone{AppID: 1, ZoneID: 1}, px, "")
+	col, err := retryprom.New(retryprom.Config{Client: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.ApplyRoute(retry.Zone{AppID: 2, ZoneID: 7}, px, "")
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "readretry_contexts" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var app, zone string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "app_id":
+					app = l.GetValue()
+				case "zone_id":
+					zone = l.GetValue()
+				}
+			}
+			zones[app+"/"+zone] = true
+		}
+	}
+	if len(zones) != 2 || !zones["1/1"] || !zones["2/7"] {
+		t.Fatalf("zones exported: %v, want 1/1 and 2/7", zones)
 	}
 }
