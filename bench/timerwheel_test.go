@@ -105,46 +105,55 @@ func BenchmarkTimerScheduleCancel(b *testing.B) {
 		b.ReportMetric(perTimer, "B/timer")
 	})
 
-	b.Run("timerwheel", func(b *testing.B) {
-		start := time.Now()
-		before := twHeap()
-		w, err := timerwheel.New(time.Millisecond, start, twPending+1024)
-		if err != nil {
-			b.Fatal(err)
+	// timerwheel as the engine configures it (no Capacity: per-P staging)
+	// and with a Capacity (every Schedule takes the shard lock).
+	for _, capacity := range []int{0, twPending + 1024} {
+		name := "timerwheel"
+		if capacity > 0 {
+			name = "timerwheel-capacity"
 		}
-		for i := range twPending {
-			if _, err := w.Schedule(start.Add(twBackground(i)), uint64(i)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		perTimer := float64(twHeap()-before) / twPending
-		d, err := timerwheel.NewDriver(w, time.Millisecond, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Stop()
-		// The engine computes deadlines from its tick-cached clock, not
-		// time.Now() per read; refreshed here every 1024 operations so the
-		// deadline stays a second out however long the run.
-		var deadline time.Time
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := range b.N {
-			if i%1024 == 0 {
-				deadline = time.Now().Add(time.Second)
-			}
-			h, err := w.Schedule(deadline, uint64(i))
+		b.Run(name, func(b *testing.B) {
+			start := time.Now()
+			before := twHeap()
+			w, err := timerwheel.New(time.Millisecond, start, capacity)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if !w.Cancel(h) {
-				b.Fatal("Cancel = false")
+			for i := range twPending {
+				if _, err := w.ScheduleAt(twBackground(i), uint64(i)); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		b.StopTimer()
-		twReportSpeedup(b)
-		b.ReportMetric(perTimer, "B/timer")
-	})
+			perTimer := float64(twHeap()-before) / twPending
+			d, err := timerwheel.NewDriver(w, time.Millisecond, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Stop()
+			// The engine keeps times as nanoseconds since the wheel's Start
+			// and reads its clock once per poll, not per read; refreshed
+			// here every 1024 operations so the deadline stays a second out
+			// however long the run.
+			var deadline time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%1024 == 0 {
+					deadline = time.Since(start) + time.Second
+				}
+				h, err := w.ScheduleAt(deadline, uint64(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !w.Cancel(h) {
+					b.Fatal("Cancel = false")
+				}
+			}
+			b.StopTimer()
+			twReportSpeedup(b)
+			b.ReportMetric(perTimer, "B/timer")
+		})
+	}
 }
 
 // BenchmarkTimerParallelScheduleCancel is the same operation from
@@ -191,19 +200,18 @@ func BenchmarkTimerParallelScheduleCancel(b *testing.B) {
 		}
 	})
 
-	for _, shards := range []int{1, 4} {
-		name := "timerwheel"
-		if shards > 1 {
-			name = "timerwheel-shards4"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name             string
+		capacity, shards int
+	}{{"timerwheel", 0, 1}, {"timerwheel-capacity", twPending + 1024, 1}, {"timerwheel-shards4", 0, 4}} {
+		b.Run(c.name, func(b *testing.B) {
 			start := time.Now()
-			w, err := timerwheel.NewConfig(timerwheel.Config{Tick: time.Millisecond, Start: start, Capacity: twPending + 1024, Shards: shards})
+			w, err := timerwheel.NewConfig(timerwheel.Config{Tick: time.Millisecond, Start: start, Capacity: c.capacity, Shards: c.shards})
 			if err != nil {
 				b.Fatal(err)
 			}
 			for i := range twPending {
-				if _, err := w.Schedule(start.Add(twBackground(i)), uint64(i)); err != nil {
+				if _, err := w.ScheduleAt(twBackground(i), uint64(i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -218,14 +226,14 @@ func BenchmarkTimerParallelScheduleCancel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				id := ids.Add(1) << 40 // a distinct id range per goroutine
 				var h timerwheel.Handle
-				var deadline time.Time
+				var deadline time.Duration
 				for pb.Next() {
 					if id%1024 == 0 {
-						deadline = time.Now().Add(time.Second)
+						deadline = time.Since(start) + time.Second
 					}
 					id++
 					var err error
-					if h, err = w.Schedule(deadline, id); err != nil {
+					if h, err = w.ScheduleAt(deadline, id); err != nil {
 						b.Error(err)
 						return
 					}

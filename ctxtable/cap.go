@@ -1,6 +1,10 @@
 package ctxtable
 
-// Cap accounting (SPEC R2) without a global counter on the hot path.
+import "fmt"
+
+// Cap accounting (SPEC R2) without a global counter on the hot path, for a
+// table that has a cap; a table without one (the default, and the engine's
+// since it counts its contexts per zone itself) skips all of this.
 //
 // A single atomic count would be written by every Insert and Delete on
 // every core: one contended cache line for the whole table. Instead the
@@ -48,7 +52,7 @@ const (
 )
 
 // reserve takes one unit of cap for an insert into sh. sh.mu is held.
-func (t *Table[M]) reserve(sh *shard[M]) reservation {
+func (t *Table[M]) reserve(sh *shard) reservation {
 	if sh.credit > 0 {
 		sh.credit--
 		return reserved
@@ -76,7 +80,7 @@ func (t *Table[M]) reserve(sh *shard[M]) reservation {
 }
 
 // release gives back the unit of a deleted context. sh.mu is held.
-func (t *Table[M]) release(sh *shard[M]) {
+func (t *Table[M]) release(sh *shard) {
 	b := t.batch.Load()
 	if t.pool.Load() < t.lowWater(b) {
 		t.pool.Add(1)
@@ -112,38 +116,67 @@ func (t *Table[M]) drain() {
 }
 
 // SetCap changes the cap at run time (SPEC R1/R2: a new value applies to
-// inserts after it). n ≤ 0 means DefaultCap. Lowering the cap below Len drops
-// nothing: live contexts stay until deleted, and Insert returns ErrFull until
-// Len is below the new cap. A cap above MaxCap returns an error wrapping
-// ErrInvalidConfig and changes nothing. Safe to call concurrently with every other
-// method; SetCap calls are serialized, and lowering the cap visits each
-// shard's lock once to take back its credit.
+// inserts after it). n ≤ 0 removes the cap. Lowering the cap below Len
+// drops nothing: live contexts stay until deleted, and Insert returns
+// ErrFull until Len is below the new cap. A cap above MaxCap returns an
+// error wrapping ErrInvalidConfig and changes nothing. Safe to call
+// concurrently with every other method; SetCap calls are serialized.
+// Setting or removing the cap, and lowering it, visit each shard's lock.
 func (t *Table[M]) SetCap(n int) error {
-	c, err := normCap(n)
-	if err != nil {
-		return err
+	if n > MaxCap {
+		return fmt.Errorf("%w: cap %d above MaxCap %d", ErrInvalidConfig, n, MaxCap)
 	}
 	t.capMu.Lock()
 	defer t.capMu.Unlock()
-	old := t.cap.Swap(int64(c))
-	t.batch.Store(batchFor(c, len(t.shards)))
-	t.pool.Add(int64(c) - old)
-	if int64(c) < old {
+	if !t.capped.Load() || n <= 0 {
+		// Switching the accounting on or off: with every shard locked, no
+		// Insert or Delete is halfway through it, and the pool starts from
+		// the contexts actually held.
+		for i := range t.shards {
+			t.shards[i].mu.Lock()
+		}
+		held := 0
+		for i := range t.shards {
+			held += t.shards[i].n
+			t.shards[i].credit = 0
+		}
+		t.hoarded.Store(false)
+		if n <= 0 {
+			t.cap.Store(0)
+			t.pool.Store(0)
+			t.capped.Store(false)
+		} else {
+			t.cap.Store(int64(n))
+			t.batch.Store(batchFor(n, len(t.shards)))
+			t.pool.Store(int64(n - held))
+			t.capped.Store(true)
+		}
+		for i := range t.shards {
+			t.shards[i].mu.Unlock()
+		}
+		return nil
+	}
+	old := t.cap.Swap(int64(n))
+	t.batch.Store(batchFor(n, len(t.shards)))
+	t.pool.Add(int64(n) - old)
+	if int64(n) < old {
 		t.drain()
 	}
 	return nil
 }
 
-// Cap returns the current cap (contexts).
+// Cap returns the current cap (contexts); 0: none.
 func (t *Table[M]) Cap() int { return int(t.cap.Load()) }
 
-// Len returns the number of contexts held. It takes no lock: it sums the
-// shards' counts, each read atomically, so inserts and deletes running
-// meanwhile may or may not be counted.
+// Len returns the number of contexts held, taking each shard's lock in
+// turn, so inserts and deletes running meanwhile may or may not be counted.
 func (t *Table[M]) Len() int {
-	var n int64
+	n := 0
 	for i := range t.shards {
-		n += t.shards[i].n.Load()
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += sh.n
+		sh.mu.Unlock()
 	}
-	return int(n)
+	return n
 }

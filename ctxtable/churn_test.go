@@ -15,54 +15,48 @@ import (
 // the contexts outlive a lap and live in the overflow index. Under the race
 // detector the sizes shrink 20× (cap) and 50× (operations).
 func TestChurn(t *testing.T) {
-	capacity, ops := DefaultCap, 10_000_000
+	capacity, ops := benchResident, 10_000_000
 	if raceEnabled {
-		capacity, ops = DefaultCap/20, 10_000_000/50
+		capacity, ops = benchResident/20, 10_000_000/50
 	}
-	for _, place := range []Placement{PlaceCounter, PlaceHashed} {
-		ops := ops
-		if place == PlaceHashed {
-			ops /= 5 // every operation misses the cache: keep the test short
+	tab := mustNew[uint64](t, Config{Cap: capacity})
+	live := make([]uint64, 0, capacity)
+	next := uint64(0)
+	for range capacity {
+		if _, err := tab.Insert(next, next, nil, nil, 0); err != nil {
+			t.Fatal(err)
 		}
-		tab := mustNew[uint64](t, Config{Cap: capacity, Placement: place})
-		live := make([]uint64, 0, capacity)
-		next := uint64(0)
-		for range capacity {
-			if _, err := tab.Insert(next, next, nil, nil, 0); err != nil {
-				t.Fatal(err)
-			}
-			live = append(live, next)
-			next++
+		live = append(live, next)
+		next++
+	}
+	if _, err := tab.Insert(next, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
+		t.Fatalf("insert past the cap: %v, want ErrFull", err)
+	}
+	cells := tab.Stats().IndexCells
+	rng := rand.New(rand.NewPCG(11, 0))
+	for op := 0; op < ops; op += 2 {
+		i := rng.IntN(len(live))
+		if !tab.Delete(live[i]) {
+			t.Fatalf("op %d: live %d not deleted", op, live[i])
 		}
-		if _, err := tab.Insert(next, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
-			t.Fatalf("insert past the cap: %v, want ErrFull", err)
+		if _, err := tab.Insert(next, next, nil, nil, 0); err != nil {
+			t.Fatalf("op %d: %v", op, err)
 		}
-		cells := tab.Stats().IndexCells
-		rng := rand.New(rand.NewPCG(11, uint64(place)))
-		for op := 0; op < ops; op += 2 {
-			i := rng.IntN(len(live))
-			if !tab.Delete(live[i]) {
-				t.Fatalf("op %d: live %d not deleted", op, live[i])
-			}
-			if _, err := tab.Insert(next, next, nil, nil, 0); err != nil {
-				t.Fatalf("op %d: %v", op, err)
-			}
-			live[i] = next
-			next++
-		}
-		st := tab.Stats()
-		t.Logf("placement %d: %d ops at cap %d: max probe %d, %d index cells, %d contexts in overflow",
-			place, ops, capacity, st.MaxProbe, st.IndexCells, st.Overflow)
-		if st.Len != capacity || st.IndexCells > 2*cells {
-			t.Fatalf("after churn: Len %d (cap %d), index %d cells (was %d)", st.Len, capacity, st.IndexCells, cells)
-		}
-		if st.MaxProbe >= 128 {
-			t.Fatalf("max probe %d", st.MaxProbe)
-		}
-		for _, s := range live[:1000] {
-			if r, ok := tab.Lookup(s); !ok || *r.Meta() != s {
-				t.Fatalf("%d lost", s)
-			}
+		live[i] = next
+		next++
+	}
+	st := tab.Stats()
+	t.Logf("%d ops at cap %d: max probe %d, %d index cells, %d contexts in overflow",
+		ops, capacity, st.MaxProbe, st.IndexCells, st.Overflow)
+	if st.Len != capacity || st.IndexCells > 2*cells {
+		t.Fatalf("after churn: Len %d (cap %d), index %d cells (was %d)", st.Len, capacity, st.IndexCells, cells)
+	}
+	if st.MaxProbe >= 128 {
+		t.Fatalf("max probe %d", st.MaxProbe)
+	}
+	for _, s := range live[:1000] {
+		if r, ok := tab.Lookup(s); !ok || *r.Meta() != s {
+			t.Fatalf("%d lost", s)
 		}
 	}
 }
@@ -72,16 +66,16 @@ func TestChurn(t *testing.T) {
 // heap is back near where it started: slab chunks go back to the Go heap
 // and the shard indexes shrink.
 func TestFillDrainHeap(t *testing.T) {
-	n := DefaultCap
+	n := benchResident
 	if raceEnabled {
-		n = DefaultCap / 20
+		n = benchResident / 20
 	}
 	frame, user := make([]byte, 110), make([]byte, 24)
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	start := ms.HeapAlloc
-	tab := mustNew[testMeta](t, Config{Cap: n})
+	tab := mustNew[testMeta](t, Config{})
 	for s := range uint64(n) {
 		if _, err := tab.Insert(s, testMeta{Seq: s}, frame, user, 0); err != nil {
 			t.Fatal(err)
@@ -103,9 +97,9 @@ func TestFillDrainHeap(t *testing.T) {
 	if tab.Len() != 0 || st.Len != 0 || st.PayloadBlocks != 0 {
 		t.Fatalf("not empty: %+v", st)
 	}
-	// What may stay: one spare chunk per slab and shard (≤ 256 KiB each)
-	// and the minimum indexes.
-	if limit := uint64(2*chunkMaxBytes*tab.Shards()) + 1<<20; end > start+limit {
+	// What may stay: one spare chunk per size class used and shard (≤ 256
+	// KiB each) and the minimum indexes.
+	if limit := uint64(chunkMaxBytes*tab.Shards()) + 1<<20; end > start+limit {
 		t.Fatalf("heap grew %d KiB after everything was deleted (limit %d KiB)", (end-start)>>10, limit>>10)
 	}
 	runtime.KeepAlive(tab)

@@ -104,18 +104,21 @@ func TestModel(t *testing.T) {
 	for seed := range seeds {
 		kind := kinds[seed%len(kinds)]
 		shards := []int{1, 2, 8, 64}[seed/len(kinds)%4]
-		place := Placement(seed / (len(kinds) * 4) % 2)
-		name := fmt.Sprintf("seed=%d/%s/shards=%d/place=%d", seed, kind, shards, place)
+		capped := seed/(len(kinds)*4)%2 == 0
+		name := fmt.Sprintf("seed=%d/%s/shards=%d/capped=%v", seed, kind, shards, capped)
 		t.Run(name, func(t *testing.T) {
-			runModel(t, uint64(seed), kind, shards, place, ops)
+			runModel(t, uint64(seed), kind, shards, capped, ops)
 		})
 	}
 }
 
-func runModel(t *testing.T, seed uint64, kind string, shards int, place Placement, ops int) {
+func runModel(t *testing.T, seed uint64, kind string, shards int, capped bool, ops int) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e37))
 	capacity := 100 + rng.IntN(900)
-	tab, err := New[testMeta](Config{Cap: capacity, Shards: shards, Placement: place})
+	if !capped {
+		capacity = 0
+	}
+	tab, err := New[testMeta](Config{Cap: capacity, Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +169,7 @@ func runModel(t *testing.T, seed uint64, kind string, shards int, place Placemen
 				if !errors.Is(err, ErrExists) {
 					t.Fatalf("op %d: Insert of live %d: err %v, want ErrExists", op, k, err)
 				}
-			case len(model) >= tab.Cap():
+			case tab.Cap() > 0 && len(model) >= tab.Cap():
 				if !errors.Is(err, ErrFull) {
 					t.Fatalf("op %d: Insert at cap %d (len %d): err %v, want ErrFull", op, tab.Cap(), len(model), err)
 				}
@@ -233,8 +236,12 @@ func runModel(t *testing.T, seed uint64, kind string, shards int, place Placemen
 			if _, ok := tab.Lookup(k); ok {
 				t.Fatalf("op %d: %d found after Delete", op, k)
 			}
-		case r < 99: // cap change
-			if err := tab.SetCap(50 + rng.IntN(1000)); err != nil {
+		case r < 99: // cap change: a new cap, or none
+			n := 50 + rng.IntN(1000)
+			if rng.IntN(4) == 0 {
+				n = 0
+			}
+			if err := tab.SetCap(n); err != nil {
 				t.Fatal(err)
 			}
 		default: // full comparison
@@ -281,7 +288,7 @@ func compareAll(t *testing.T, tab *Table[testMeta], model map[uint64]modelCtx) {
 	}
 	large := 0
 	for _, c := range model {
-		if len(c.frame)+len(c.user)+len(c.scratch) > maxClassSize {
+		if int(hdrSize)+int(metaBytes[testMeta]())+len(c.frame)+len(c.user)+len(c.scratch) > maxClassSize {
 			large++
 		}
 	}

@@ -1,28 +1,38 @@
 package ctxtable
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"unsafe"
 )
 
-// Storage for contexts lives in chunks: big, pointer-free slices that the
-// garbage collector marks as one object each and never scans. A chunk is cut
-// into equal blocks (meta slots, or payload blocks of one size class); a
-// block is named by a uint32 id = chunk<<shift | index, so the table's index
-// and the slot headers hold numbers, never pointers (docs/design.md,
-// "Hot-path rules"; SPEC R15).
+// Storage for contexts lives in chunks: big, pointer-free byte slices that
+// the garbage collector marks as one object each and never scans. A chunk is
+// cut into equal blocks of one size class, each holding one whole context
+// (header, meta, frame, user buffer, scratch); a block is named by a uint32
+// id = chunk<<shift | index, so the table's index holds numbers, never
+// pointers (docs/design.md, "Hot-path rules"; SPEC R15).
 //
 // Chunk sizes follow the population: a new chunk holds about half as many
 // blocks as are in use (a power of two), from chunkMinBytes up to
 // chunkMaxBytes. A shard of an idle zone costs a few KiB; a full table of
 // 500,000 contexts is ~1,000 heap objects, so a GC cycle barely notices it.
 //
-// Free blocks of a chunk are chained through their own first bytes, so the
-// free lists cost no memory. A chunk whose last block is freed goes back to
-// the Go heap, except one empty chunk per set kept as a spare so that an
-// insert/delete pair at a chunk boundary does not allocate and free a chunk
-// every time.
+// Allocation is next-fit in address order: blocks come from one chunk, the
+// lowest free block first, until it is full; then from the next chunk round
+// the set that is at least half free (or the freest, or a new one). Contexts
+// are thus laid out in the order they were inserted, whatever order the
+// answers freed their predecessors in, so a poller meeting answers in about
+// send order walks memory in about address order, which the hardware
+// prefetchers follow. A LIFO free list was measured against it: it hands
+// each insert the block the last answer freed, so the answer order of one
+// lap becomes the memory order of the next, and after a few laps every
+// lookup was a cache and TLB miss (BenchmarkInsertLookupDelete). A bitmap
+// per chunk (one bit a block) finds the lowest free block.
+//
+// Empty chunks wait for the allocation to come round to them; beyond one
+// in eight of the chunks (and at least one spare) they go back to the Go
+// heap, so memory follows the contexts held, and a slab that empties keeps
+// one spare of at most 16 KiB.
 
 const (
 	chunkMinBytes = 4 << 10
@@ -31,24 +41,21 @@ const (
 
 // chunkInfo is the bookkeeping of one chunk.
 type chunkInfo struct {
-	free uint32 // 1 + index of the first block on the chunk's free list; 0: list empty
-	bump uint32 // blocks at or above bump have not been handed out since the chunk was (re)made
-	used uint32 // blocks handed out and not yet returned
-	per  uint32 // blocks in the chunk (a power of two); 0: released, number waits in holes
-	prev int32  // neighbours on the list of chunks with free blocks; -1: none
-	next int32
+	free []uint64 // bit i set: block i is free
+	low  uint32   // words of free below low are zero
+	used uint32   // blocks handed out and not yet returned
+	per  uint32   // blocks in the chunk (a power of two); 0: released, number waits in holes
 }
 
-// chunkSet does the chunk bookkeeping shared by the meta slab and the payload
-// slabs; the caller owns the storage and the intrusive free-list links.
+// chunkSet does the chunk bookkeeping of one slab; the caller owns the
+// storage.
 type chunkSet struct {
 	info     []chunkInfo
 	holes    []int32 // numbers of released chunks, reused before new numbers
-	head     int32   // list of live chunks with at least one free block; allocation takes from head
-	tail     int32   // empty chunks are parked at the tail so that fuller chunks fill first
+	cur      int32   // the chunk allocation takes from; -1: none yet
 	shift    uint8   // log2 of the largest chunk's block count: ids are chunk<<shift | index
 	minShift uint8   // log2 of the smallest chunk's block count
-	empties  int     // live chunks with used == 0 (at most one is kept)
+	empties  int     // live chunks with used == 0
 	chunks   int     // live chunks
 	blocks   int     // blocks in live chunks
 	inUse    int     // blocks handed out
@@ -59,140 +66,168 @@ type chunkSet struct {
 // init sets the set up for blocks of blockSize bytes, at least minBlocks in
 // the largest chunk.
 func (cs *chunkSet) init(blockSize uintptr, minBlocks uintptr) {
-	cs.head, cs.tail = -1, -1
+	cs.cur = -1
 	cs.shift = log2Floor(max(chunkMaxBytes/blockSize, minBlocks))
 	cs.minShift = min(cs.shift, log2Floor(max(chunkMinBytes/blockSize, 1)))
 }
 
 func log2Floor(n uintptr) uint8 { return uint8(bits.Len64(uint64(n)) - 1) }
 
-// pick returns the chunk to take the next block from. If fresh, the chunk
-// number c has no storage yet: the caller must make per blocks of it.
-func (cs *chunkSet) pick() (c int32, fresh bool, per uint32) {
-	if cs.head >= 0 {
-		return cs.head, false, 0
+// take hands out a block: its chunk and index, and, if fresh, the number of
+// blocks of the chunk the caller must make storage for. ok is false when a
+// new chunk is needed and chunk numbers are exhausted (maxChunks).
+func (cs *chunkSet) take(maxChunks int) (c int32, i uint32, fresh bool, per uint32, ok bool) {
+	c = cs.cur
+	if c < 0 || cs.info[c].used == cs.info[c].per {
+		if c = cs.next(); c < 0 {
+			if c, per, ok = cs.grow(maxChunks); !ok {
+				return 0, 0, false, 0, false
+			}
+			fresh = true
+		}
+		cs.cur = c
 	}
-	if n := len(cs.holes); n > 0 {
-		c = cs.holes[n-1]
-		cs.holes = cs.holes[:n-1]
-	} else {
-		c = int32(len(cs.info))
-		cs.info = append(cs.info, chunkInfo{})
-	}
-	// About half the blocks in use, so chunk count grows logarithmically
-	// until chunks reach their largest size.
-	s := min(max(uint8(bits.Len64(uint64(cs.inUse/2))), cs.minShift), cs.shift)
-	per = 1 << s
-	cs.info[c] = chunkInfo{per: per, prev: -1, next: -1}
-	cs.pushHead(c)
-	cs.chunks++
-	cs.blocks += int(per)
-	cs.empties++
-	return c, true, per
-}
-
-// took records that a block of chunk c was handed out.
-func (cs *chunkSet) took(c int32) {
 	ci := &cs.info[c]
+	w := ci.low
+	for ci.free[w] == 0 {
+		w++
+	}
+	ci.low = w
+	b := uint32(bits.TrailingZeros64(ci.free[w]))
+	ci.free[w] &^= 1 << b
 	if ci.used == 0 {
 		cs.empties--
 	}
 	ci.used++
 	cs.inUse++
 	cs.allocs++
-	if ci.used == ci.per {
-		cs.unlink(c)
-	}
+	return c, w<<6 | b, fresh, per, true
 }
 
-// gave records that a block of chunk c came back (its link already
-// written). It reports whether the chunk is now released: the caller drops
-// its storage.
-func (cs *chunkSet) gave(c int32) (release bool) {
+// next returns the chunk after cur, round the set, that is at least half
+// free, else the freest with a free block, else -1.
+func (cs *chunkSet) next() int32 {
+	best, bestFree := int32(-1), uint32(0)
+	n := int32(len(cs.info))
+	for k := int32(1); k <= n; k++ {
+		c := (cs.cur + k) % n
+		if c < 0 {
+			c += n
+		}
+		ci := &cs.info[c]
+		if ci.per == 0 {
+			continue
+		}
+		free := ci.per - ci.used
+		if 2*free >= ci.per {
+			return c
+		}
+		if free > bestFree {
+			best, bestFree = c, free
+		}
+	}
+	return best
+}
+
+// grow makes a new chunk number with all blocks free, about half as many
+// blocks as are in use, so the chunk count grows logarithmically until
+// chunks reach their largest size.
+func (cs *chunkSet) grow(maxChunks int) (int32, uint32, bool) {
+	var c int32
+	if n := len(cs.holes); n > 0 {
+		c = cs.holes[n-1]
+		cs.holes = cs.holes[:n-1]
+	} else {
+		if len(cs.info) >= maxChunks {
+			return 0, 0, false
+		}
+		c = int32(len(cs.info))
+		cs.info = append(cs.info, chunkInfo{})
+	}
+	s := min(max(uint8(bits.Len64(uint64(cs.inUse/2))), cs.minShift), cs.shift)
+	per := uint32(1) << s
+	free := make([]uint64, (per+63)/64)
+	for w := range free {
+		free[w] = ^uint64(0)
+	}
+	if per < 64 {
+		free[0] = 1<<per - 1
+	}
+	cs.info[c] = chunkInfo{free: free, per: per}
+	cs.chunks++
+	cs.blocks += int(per)
+	cs.empties++
+	return c, per, true
+}
+
+// give records that block i of chunk c came back. It reports whether the
+// set now holds more empty chunks than it keeps (see trim).
+func (cs *chunkSet) give(c int32, i uint32) (trim bool) {
 	ci := &cs.info[c]
-	wasFull := ci.used == ci.per
+	ci.free[i>>6] |= 1 << (i & 63)
+	ci.low = min(ci.low, i>>6)
 	ci.used--
 	cs.inUse--
 	cs.frees++
-	if wasFull {
-		cs.pushHead(c)
-	}
 	if ci.used != 0 {
 		return false
 	}
-	if cs.empties > 0 {
-		cs.unlink(c)
-		cs.blocks -= int(ci.per)
-		*ci = chunkInfo{prev: -1, next: -1}
-		cs.holes = append(cs.holes, c)
-		cs.chunks--
-		return true
-	}
-	// Keep it as the spare: restart sequential handout, park it last.
 	cs.empties++
-	ci.free, ci.bump = 0, 0
-	if cs.tail != c {
-		cs.unlink(c)
-		cs.pushTail(c)
-	}
-	return false
+	return cs.empties > cs.keep() || cs.inUse == 0
 }
 
-func (cs *chunkSet) pushHead(c int32) {
-	ci := &cs.info[c]
-	ci.prev, ci.next = -1, cs.head
-	if cs.head >= 0 {
-		cs.info[cs.head].prev = c
-	} else {
-		cs.tail = c
+// spareMaxBytes is the largest empty chunk an empty set keeps: enough that
+// a table with a few contexts coming and going does not allocate a chunk
+// for each, small enough that an idle table is cheap.
+const spareMaxBytes = 16 << 10
+
+// keep returns how many empty chunks the set keeps for the allocation to
+// come round to: one in eight of the chunks in use, at least one.
+func (cs *chunkSet) keep() int { return max(1, (cs.chunks-cs.empties)/8) }
+
+// trim releases empty chunks beyond keep, and, once the set is empty, every
+// empty chunk above spareMaxBytes, calling drop with each one's number so
+// the caller frees its storage.
+func (cs *chunkSet) trim(size uint32, drop func(c int32)) {
+	for c := range cs.info {
+		ci := &cs.info[c]
+		if ci.per == 0 || ci.used != 0 {
+			continue
+		}
+		big := cs.inUse == 0 && ci.per*size > spareMaxBytes
+		if cs.empties <= cs.keep() && !big || int32(c) == cs.cur && cs.inUse != 0 {
+			continue
+		}
+		cs.blocks -= int(ci.per)
+		*ci = chunkInfo{}
+		cs.holes = append(cs.holes, int32(c))
+		cs.chunks--
+		cs.empties--
+		if int32(c) == cs.cur {
+			cs.cur = -1
+		}
+		drop(int32(c))
 	}
-	cs.head = c
 }
 
-func (cs *chunkSet) pushTail(c int32) {
-	ci := &cs.info[c]
-	ci.prev, ci.next = cs.tail, -1
-	if cs.tail >= 0 {
-		cs.info[cs.tail].next = c
-	} else {
-		cs.head = c
-	}
-	cs.tail = c
-}
-
-func (cs *chunkSet) unlink(c int32) {
-	ci := &cs.info[c]
-	if ci.prev >= 0 {
-		cs.info[ci.prev].next = ci.next
-	} else {
-		cs.head = ci.next
-	}
-	if ci.next >= 0 {
-		cs.info[ci.next].prev = ci.prev
-	} else {
-		cs.tail = ci.prev
-	}
-	ci.prev, ci.next = -1, -1
-}
-
-// Payload size classes. Blocks are multiples of 8 bytes: every 8 bytes up to
-// 256, then eight classes per doubling up to maxClassSize, so rounding wastes
-// at most 7 bytes for small payloads and at most 12.5% above 256 bytes.
-// Payloads above maxClassSize take a separate allocation (counted in
+// Size classes. Blocks are multiples of 8 bytes: every 8 bytes up to 256,
+// then eight classes per doubling up to maxClassSize, so rounding wastes at
+// most 7 bytes for small contexts and at most 12.5% above 256 bytes.
+// Contexts above maxClassSize take a separate allocation (counted in
 // Stats.LargeInUse).
 const (
 	maxClassSize = 8192
-	// numClasses counts the payload classes plus the "no payload" class 0:
-	// 32 classes up to 256 bytes and 8 per doubling for the 5 doublings to
-	// 8192.
+	// numClasses counts the classes plus the unused class 0: 32 classes up
+	// to 256 bytes and 8 per doubling for the 5 doublings to 8192.
 	numClasses = 1 + 32 + 5*8
+	// classLarge is the class of a context in a separate allocation.
+	classLarge = numClasses
 )
 
-// classSizes[k] is the block size of class k (k ≥ 1); class 0 means "no
-// payload".
+// classSizes[k] is the block size of class k (k ≥ 1).
 var classSizes [numClasses]uint32
 
-// classOf[(n+7)/8] is the class of an n-byte payload, 1 ≤ n ≤ maxClassSize.
+// classOf[(n+7)/8] is the class of an n-byte context, 1 ≤ n ≤ maxClassSize.
 var classOf [maxClassSize/8 + 1]uint8
 
 func init() {
@@ -220,13 +255,17 @@ func init() {
 	}
 }
 
+// A block reference, as the index keeps it: the class in the top bits, the
+// block's id (or, for classLarge, its index in shard.large) below; never 0,
+// since no class is 0.
 const (
-	classNone  = 0    // no payload bytes
-	classLarge = 0xfe // separate allocation, block = index into shard.large
-	classFree  = 0xff // the slot itself is free (meta slab)
+	refIDBits = 25
+	refIDMask = 1<<refIDBits - 1
 )
 
-// byteClass is the payload slab of one size class in one shard.
+func makeRef(class uint8, id uint32) uint32 { return uint32(class)<<refIDBits | id }
+
+// byteClass is the slab of one size class in one shard.
 type byteClass struct {
 	size   uint32
 	set    chunkSet
@@ -239,10 +278,14 @@ func newByteClass(size uint32) *byteClass {
 	return bc
 }
 
-// alloc hands out a block and returns its id and its bytes (length size,
-// contents undefined).
-func (bc *byteClass) alloc() (uint32, []byte) {
-	c, fresh, per := bc.set.pick()
+// alloc hands out a block and returns its id and its address (size bytes,
+// contents undefined); false when the class has as many chunks as a block
+// id can name.
+func (bc *byteClass) alloc() (uint32, unsafe.Pointer, bool) {
+	c, i, fresh, per, ok := bc.set.take(1 << (refIDBits - bc.set.shift))
+	if !ok {
+		return 0, nil, false
+	}
 	if fresh {
 		mem := make([]byte, uintptr(bc.size)*uintptr(per))
 		if int(c) == len(bc.chunks) {
@@ -251,110 +294,21 @@ func (bc *byteClass) alloc() (uint32, []byte) {
 			bc.chunks[c] = mem
 		}
 	}
-	ci := &bc.set.info[c]
-	chunk := bc.chunks[c]
-	var i uint32
-	if ci.free != 0 {
-		i = ci.free - 1
-		ci.free = binary.LittleEndian.Uint32(chunk[i*bc.size:])
-	} else {
-		i = ci.bump
-		ci.bump++
-	}
-	bc.set.took(c)
-	off := i * bc.size
-	return uint32(c)<<bc.set.shift | i, chunk[off : off+bc.size : off+bc.size]
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(bc.chunks[c])), uintptr(i)*uintptr(bc.size))
+	return uint32(c)<<bc.set.shift | i, p, true
 }
 
-// bytes returns the block's memory (length size).
-func (bc *byteClass) bytes(id uint32) []byte {
-	off := (id & (1<<bc.set.shift - 1)) * bc.size
-	return bc.chunks[id>>bc.set.shift][off : off+bc.size : off+bc.size]
+// ptr returns the address of block id.
+func (bc *byteClass) ptr(id uint32) unsafe.Pointer {
+	off := uintptr(id&(1<<bc.set.shift-1)) * uintptr(bc.size)
+	return unsafe.Add(unsafe.Pointer(unsafe.SliceData(bc.chunks[id>>bc.set.shift])), off)
 }
 
+// free returns block id.
 func (bc *byteClass) free(id uint32) {
-	c := int32(id >> bc.set.shift)
-	i := id & (1<<bc.set.shift - 1)
-	ci := &bc.set.info[c]
-	binary.LittleEndian.PutUint32(bc.chunks[c][i*bc.size:], ci.free)
-	ci.free = i + 1
-	if bc.set.gave(c) {
-		bc.chunks[c] = nil
+	if bc.set.give(int32(id>>bc.set.shift), id&(1<<bc.set.shift-1)) {
+		bc.set.trim(bc.size, bc.drop)
 	}
 }
 
-// slot is one context's fixed part: the header the table needs plus the
-// engine's meta. slot contains no pointers (M is checked at New), so a chunk
-// of slots is one noscan object.
-type slot[M any] struct {
-	// seq is the context's sequence number; while the slot is free it holds
-	// the free-list link (1 + next free index in the chunk, 0 = end).
-	seq        uint64
-	block      uint32 // payload block id in its class (or index in shard.large)
-	frameLen   uint32 // bytes
-	userLen    uint32 // bytes
-	scratchLen uint32 // bytes
-	class      uint8  // payload class, classNone, classLarge, or classFree
-	meta       M
-}
-
-// slotHeaderBytes is the table's own part of a slot, padding included, for a
-// meta aligned to 8 bytes (R15 accounting).
-const slotHeaderBytes = 32
-
-// slotSize returns the bytes of one meta slot for M.
-func slotSize[M any]() uintptr {
-	var s slot[M]
-	return unsafe.Sizeof(s)
-}
-
-// slotSlab is one shard's meta slab.
-type slotSlab[M any] struct {
-	set    chunkSet
-	chunks [][]slot[M]
-}
-
-// alloc hands out a free slot; its fields are stale and must all be set.
-func (ss *slotSlab[M]) alloc() (uint32, *slot[M]) {
-	c, fresh, per := ss.set.pick()
-	if fresh {
-		mem := make([]slot[M], per)
-		for i := range mem {
-			mem[i].class = classFree
-		}
-		if int(c) == len(ss.chunks) {
-			ss.chunks = append(ss.chunks, mem)
-		} else {
-			ss.chunks[c] = mem
-		}
-	}
-	ci := &ss.set.info[c]
-	chunk := ss.chunks[c]
-	var i uint32
-	if ci.free != 0 {
-		i = ci.free - 1
-		ci.free = uint32(chunk[i].seq)
-	} else {
-		i = ci.bump
-		ci.bump++
-	}
-	ss.set.took(c)
-	return uint32(c)<<ss.set.shift | i, &chunk[i]
-}
-
-func (ss *slotSlab[M]) at(id uint32) *slot[M] {
-	return &ss.chunks[id>>ss.set.shift][id&(1<<ss.set.shift-1)]
-}
-
-func (ss *slotSlab[M]) free(id uint32) {
-	c := int32(id >> ss.set.shift)
-	i := id & (1<<ss.set.shift - 1)
-	ci := &ss.set.info[c]
-	s := &ss.chunks[c][i]
-	s.class = classFree
-	s.seq = uint64(ci.free)
-	ci.free = i + 1
-	if ss.set.gave(c) {
-		ss.chunks[c] = nil
-	}
-}
+func (bc *byteClass) drop(c int32) { bc.chunks[c] = nil }

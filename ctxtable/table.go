@@ -11,12 +11,7 @@ import (
 	"unsafe"
 )
 
-// DefaultCap is the cap used when Config.Cap or SetCap gets n ≤ 0: the
-// default maximum number of contexts per zone of SPEC R2.
-const DefaultCap = 500_000
-
-// MaxCap is the largest cap a Table accepts (contexts). Slot ids are 32-bit,
-// and a cap this size already means tens of GiB of contexts.
+// MaxCap is the largest cap a Table accepts (contexts).
 const MaxCap = 1 << 30
 
 // MaxShards is the largest shard count Config accepts.
@@ -29,8 +24,9 @@ const MaxPayload = 1<<31 - 1
 // Errors returned by the table. All are sentinels for errors.Is; errors from
 // New and SetCap wrap ErrInvalidConfig or ErrMetaPointers with the detail.
 var (
-	// ErrFull is returned by Insert when the table holds its cap of contexts
-	// (SPEC R2): the engine sends the read without a context.
+	// ErrFull is returned by Insert when the table holds its cap of
+	// contexts (SPEC R2), or, without a cap, when a shard's storage of one
+	// size class is at the most its block ids can name (2^25 contexts).
 	ErrFull = errors.New("ctxtable: context cap reached")
 	// ErrExists is returned by Insert when the sequence number already has a
 	// context; the existing context is untouched.
@@ -38,8 +34,8 @@ var (
 	// ErrSize is returned by Insert for a negative scratch size or a payload
 	// above MaxPayload.
 	ErrSize = errors.New("ctxtable: bad payload size")
-	// ErrInvalidConfig is wrapped by New and SetCap for an out-of-range cap or shard
-	// count.
+	// ErrInvalidConfig is wrapped by New and SetCap for an out-of-range cap
+	// or shard count, or a meta type aligned to more than 8 bytes.
 	ErrInvalidConfig = errors.New("ctxtable: invalid config")
 	// ErrMetaPointers is wrapped by New when the meta type M contains Go
 	// pointers (pointers, slices, strings, maps, channels, funcs,
@@ -47,20 +43,18 @@ var (
 	ErrMetaPointers = errors.New("ctxtable: meta type contains pointers")
 )
 
-// Config sets a Table up. The zero Config is valid: cap DefaultCap, default
-// shard count.
+// Config sets a Table up. The zero Config is valid: no cap, default shard
+// count.
 type Config struct {
-	// Cap is the maximum number of contexts (SPEC R2, per zone); ≤ 0 means
-	// DefaultCap. At most MaxCap.
+	// Cap is the maximum number of contexts (SPEC R2); 0 means no cap, and
+	// costs nothing on the hot path. At most MaxCap. The engine counts its
+	// contexts per zone itself and leaves it 0.
 	Cap int
 	// Shards is the number of independently locked shards: a power of two in
 	// [1, MaxShards]; 0 means DefaultShards(). More shards mean less lock
 	// contention between senders and a little more idle memory (each shard
 	// keeps one spare chunk per size class in use); see the README's sweep.
-	Shards int // shard count (Config.Shards)
-	// Placement says how sequence numbers map to shards and cells; the zero
-	// value PlaceCounter suits the engine's counter-made sequence numbers.
-	Placement Placement
+	Shards int
 }
 
 // DefaultShards returns the shard count used when Config.Shards is 0: two
@@ -79,12 +73,13 @@ func DefaultShards() int {
 // scratch bytes (SPEC R2, R12, R15). See the package comment for the
 // concurrency contract. A Table must be made with New.
 type Table[M any] struct {
-	shards    []shard[M]
+	shards    []shard
 	shardMask uint64 // len(shards) - 1
 	shardBits uint8  // log2(len(shards))
-	hashed    bool   // Config.Placement == PlaceHashed
+	metaSize  uint32 // unsafe.Sizeof(M) rounded up to 8
 
-	capMu sync.Mutex // serializes SetCap
+	capMu  sync.Mutex  // serializes SetCap
+	capped atomic.Bool // a cap is set: Insert and Delete do the accounting of cap.go
 
 	_       [64]byte
 	pool    atomic.Int64 // unreserved cap (see cap.go); written near the cap only
@@ -96,40 +91,56 @@ type Table[M any] struct {
 }
 
 // shard is one lock's worth of the table: its index and its slabs.
-type shard[M any] struct {
+type shard struct {
 	mu      sync.Mutex
-	keys    keys
-	credit  int64        // units of cap reserved from the pool, not yet used (cap.go)
-	n       atomic.Int64 // keys.count(), for the lock-free Len
-	slots   slotSlab[M]
-	classes [numClasses]*byteClass
-	large   [][]byte // payloads above maxClassSize; nil cells are free
-	holes   []uint32 // free cells of large
-	nLarge  int      // large payloads held
-	nLargeT uint64   // large payloads allocated since New
-	_       [64]byte // keep neighbouring shards' locks off this cache line
+	ring    ring
+	over    index
+	n       int                     // contexts held
+	credit  int64                   // units of cap reserved from the pool, not yet used (cap.go)
+	classes *[numClasses]*byteClass // made at the shard's first insert
+	large   [][]byte                // contexts above maxClassSize; nil cells are free
+	holes   []uint32                // free cells of large
+	nLarge  int                     // large contexts held
+	nLargeT uint64                  // large contexts allocated since New
+	bits    uint8                   // the table's shard bits: a counter value is seq >> bits
+	_       [64]byte                // keep neighbouring shards' locks off this cache line
 }
 
-// minCells is the smallest shard index (odd, like every index length);
-// shards start there and grow with their content so an idle zone costs
-// little memory.
+// minCells is the smallest ring (odd, like every index length); a shard
+// makes its ring at its first insert and shrinks back to this size.
 const minCells = 65
 
-// New returns an empty table. It fails with an error wrapping ErrInvalidConfig for a
-// cap above MaxCap or a shard count that is negative, not a power of two or
-// above MaxShards, and with one wrapping ErrMetaPointers if M holds Go
-// pointers. New allocates only small per-shard headers; storage grows with
-// the contexts held and shrinks as they leave.
+// header is the start of every context's block. The meta follows at
+// hdrSize, then the user buffer, the frame and the scratch bytes.
+type header struct {
+	seq     uint64
+	frame   uint32 // bytes
+	user    uint32 // bytes
+	scratch uint32 // bytes
+	live    uint32 // liveMark while the block holds a context (Range skips the others)
+}
+
+const (
+	hdrSize  = unsafe.Sizeof(header{})
+	liveMark = 0x6c697665
+)
+
+// New returns an empty table. It fails with an error wrapping
+// ErrInvalidConfig for a cap above MaxCap or a shard count that is
+// negative, not a power of two or above MaxShards, and with one wrapping
+// ErrMetaPointers if M holds Go pointers. New allocates only the table's
+// and its shards' headers (BenchmarkIdle); storage grows with the contexts
+// held and shrinks as they leave.
 func New[M any](cfg Config) (*Table[M], error) {
 	if err := checkPointerFree(reflect.TypeFor[M]()); err != nil {
 		return nil, err
 	}
-	c, err := normCap(cfg.Cap)
-	if err != nil {
-		return nil, err
+	var m M
+	if unsafe.Alignof(m) > 8 {
+		return nil, fmt.Errorf("%w: meta type aligned to %d bytes (at most 8)", ErrInvalidConfig, unsafe.Alignof(m))
 	}
-	if cfg.Placement > PlaceHashed {
-		return nil, fmt.Errorf("%w: unknown placement %d", ErrInvalidConfig, cfg.Placement)
+	if cfg.Cap > MaxCap {
+		return nil, fmt.Errorf("%w: cap %d above MaxCap %d", ErrInvalidConfig, cfg.Cap, MaxCap)
 	}
 	n := cfg.Shards
 	switch {
@@ -138,194 +149,336 @@ func New[M any](cfg Config) (*Table[M], error) {
 	case n < 0 || n > MaxShards || n&(n-1) != 0:
 		return nil, fmt.Errorf("%w: shard count %d is not a power of two in [1, %d]", ErrInvalidConfig, n, MaxShards)
 	}
-	lg := uint8(bits.TrailingZeros(uint(n)))
 	t := &Table[M]{
-		shards:    make([]shard[M], n),
+		shards:    make([]shard, n),
 		shardMask: uint64(n - 1),
-		shardBits: lg,
-		hashed:    cfg.Placement == PlaceHashed,
+		shardBits: uint8(bits.TrailingZeros(uint(n))),
+		metaSize:  uint32(unsafe.Sizeof(m)+7) &^ 7,
 	}
-	capCells := cellsFor((c + n - 1) / n)
-	t.cap.Store(int64(c))
-	t.pool.Store(int64(c))
-	t.batch.Store(batchFor(c, n))
 	for i := range t.shards {
-		sh := &t.shards[i]
-		if !t.hashed { // PlaceHashed keeps every entry in over
-			sh.keys.ring.init(min(minCells, capCells))
-		}
-		sh.keys.over.init(min(minCells, capCells))
-		sh.slots.set.init(slotSize[M](), 8)
+		t.shards[i].bits = t.shardBits
+	}
+	if cfg.Cap > 0 {
+		t.cap.Store(int64(cfg.Cap))
+		t.pool.Store(int64(cfg.Cap))
+		t.batch.Store(batchFor(cfg.Cap, n))
+		t.capped.Store(true)
 	}
 	return t, nil
-}
-
-func normCap(n int) (int, error) {
-	switch {
-	case n <= 0:
-		return DefaultCap, nil
-	case n > MaxCap:
-		return 0, fmt.Errorf("%w: cap %d above MaxCap %d", ErrInvalidConfig, n, MaxCap)
-	}
-	return n, nil
 }
 
 // Shards returns the shard count.
 func (t *Table[M]) Shards() int { return len(t.shards) }
 
+// shardFor returns the shard of seq and its counter value: the low bits
+// pick the shard, so consecutive numbers go round-robin over the shards
+// and concurrent senders rarely meet on a lock; the 32 bits above them
+// pick the ring cell.
+func (t *Table[M]) shardFor(seq uint64) (*shard, uint32) {
+	return &t.shards[seq&t.shardMask], uint32(seq >> t.shardBits)
+}
+
+// block returns the address of the block ref names.
+func (sh *shard) block(ref uint32) unsafe.Pointer {
+	id := ref & refIDMask
+	if ref>>refIDBits == classLarge {
+		return unsafe.Pointer(unsafe.SliceData(sh.large[id]))
+	}
+	return sh.classes[ref>>refIDBits].ptr(id)
+}
+
+func hdr(p unsafe.Pointer) *header { return (*header)(p) }
+
+// where is a found context's place in the index: a ring cell, or a cell
+// of over (inRing false).
+type where struct {
+	pos    uint64
+	inRing bool
+}
+
+// find returns where seq's context is indexed and its block.
+func (sh *shard) find(seq uint64, lo uint32) (where, uint32, unsafe.Pointer, bool) {
+	if sh.ring.cells == nil {
+		return where{}, 0, nil, false
+	}
+	r := sh.ring.home(lo)
+	if c := sh.ring.cells[r]; c.ref != 0 && c.lo == lo {
+		if p := sh.block(c.ref); hdr(p).seq == seq {
+			return where{r, true}, c.ref, p, true
+		}
+	}
+	if sh.over.count == 0 {
+		return where{}, 0, nil, false
+	}
+	pos, _, ok := sh.over.findOrPlace(seq, overKey(seq))
+	if !ok {
+		return where{}, 0, nil, false
+	}
+	ref := sh.over.cells[pos].ref
+	return where{pos, false}, ref, sh.block(ref), true
+}
+
 // Insert stores a context for seq and returns a Ref to it. It copies frame and
 // userBuf once into slab storage (the caller keeps ownership of both and may
 // reuse them as soon as Insert returns) and reserves scratch zeroed bytes
-// after them; meta is copied into the slot.
+// after them; meta is copied next to them, so one context is one block of
+// memory.
 //
 // Errors (nothing is changed on error): ErrExists if seq already has a
 // context, ErrFull if the table holds Cap contexts (SPEC R2), ErrSize if
 // scratch < 0 or the payload exceeds MaxPayload bytes.
 //
 // At steady state Insert does not allocate. It allocates a new slab chunk
-// (4–256 KiB) when every chunk of the payload's size class is full, a larger
-// shard index while the table grows toward its cap, and one []byte for a
-// payload above 8 KiB.
+// (4–256 KiB) when every chunk of the context's size class is full, a larger
+// shard index while the table grows, and one []byte for a context above
+// 8 KiB.
 func (t *Table[M]) Insert(seq uint64, meta M, frame, userBuf []byte, scratch int) (Ref[M], error) {
-	total := uint64(len(frame)) + uint64(len(userBuf)) + uint64(uint(scratch))
-	if scratch < 0 || total > MaxPayload {
+	payload := uint64(len(frame)) + uint64(len(userBuf)) + uint64(uint(scratch))
+	if scratch < 0 || payload > MaxPayload {
 		return Ref[M]{}, ErrSize
 	}
-	sh, h := t.shardFor(seq)
+	total := uintptr(hdrSize) + uintptr(t.metaSize) + uintptr(payload)
+	sh, lo := t.shardFor(seq)
 	sh.mu.Lock()
-	if _, found := t.find(&sh.keys, seq, h); found {
+	if _, _, _, found := sh.find(seq, lo); found {
 		sh.mu.Unlock()
 		return Ref[M]{}, ErrExists
 	}
-	switch t.reserve(sh) {
-	case capFull:
+	if t.capped.Load() {
+		if err := t.reserveLocked(sh, seq, lo); err != nil {
+			return Ref[M]{}, err // unlocked
+		}
+	}
+	ref, p, ok := sh.alloc(total)
+	if !ok {
+		if t.capped.Load() {
+			t.release(sh)
+		}
 		sh.mu.Unlock()
 		return Ref[M]{}, ErrFull
-	case drainFirst:
-		// Rare: only when the table reaches its cap while shards still
-		// hold credit from when it was far from it.
-		sh.mu.Unlock()
-		t.drain()
-		sh.mu.Lock()
-		if _, found := t.find(&sh.keys, seq, h); found {
-			sh.mu.Unlock()
-			return Ref[M]{}, ErrExists
-		}
-		if t.reserve(sh) != reserved {
-			sh.mu.Unlock()
-			return Ref[M]{}, ErrFull
-		}
 	}
-	id, s := sh.slots.alloc()
-	s.seq = seq
-	s.frameLen = uint32(len(frame))
-	s.userLen = uint32(len(userBuf))
-	s.scratchLen = uint32(total) - s.frameLen - s.userLen
-	s.meta = meta
-	buf := sh.allocPayload(s, int(total))
-	n := copy(buf, frame)
-	n += copy(buf[n:], userBuf)
-	clear(buf[n:])
-	t.add(sh, seq, h, id+1)
-	sh.n.Store(int64(sh.keys.count()))
+	h := hdr(p)
+	h.seq = seq
+	h.frame = uint32(len(frame))
+	h.user = uint32(len(userBuf))
+	h.scratch = uint32(scratch)
+	h.live = liveMark
+	*(*M)(unsafe.Add(p, hdrSize)) = meta
+	if payload > 0 {
+		// The user buffer goes first: with the header and the meta it is
+		// what an answer touches, so they share the block's first lines.
+		buf := unsafe.Slice((*byte)(unsafe.Add(p, hdrSize+uintptr(t.metaSize))), payload)
+		n := copy(buf, userBuf)
+		n += copy(buf[n:], frame)
+		clear(buf[n:])
+	}
+	t.add(sh, seq, lo, ref)
+	sh.n++
 	sh.mu.Unlock()
-	return Ref[M]{s: s, buf: buf}, nil
+	return Ref[M]{p: p}, nil
 }
 
-// Lookup returns the context of seq. The Ref stays valid until Delete(seq).
-// Lookup does not allocate.
-func (t *Table[M]) Lookup(seq uint64) (Ref[M], bool) {
-	sh, h := t.shardFor(seq)
-	sh.mu.Lock()
-	w, ok := t.find(&sh.keys, seq, h)
-	if !ok {
-		sh.mu.Unlock()
-		return Ref[M]{}, false
-	}
-	s := sh.slots.at(sh.keys.slotAt(w))
-	buf := sh.payload(s)
-	sh.mu.Unlock()
-	return Ref[M]{s: s, buf: buf}, true
-}
-
-// Delete removes the context of seq, returning its slot and payload block to
-// the shard's slabs, and reports whether there was one. Every Ref to it is
-// invalid from the moment Delete is called. Delete does not allocate except
-// when the shard's index shrinks (its load fell below 1/8).
-func (t *Table[M]) Delete(seq uint64) bool {
-	sh, h := t.shardFor(seq)
-	sh.mu.Lock()
-	w, ok := t.find(&sh.keys, seq, h)
-	if !ok {
-		sh.mu.Unlock()
-		return false
-	}
-	id := sh.keys.slotAt(w)
-	t.remove(sh, w)
-	s := sh.slots.at(id)
-	sh.freePayload(s)
-	sh.slots.free(id)
-	t.release(sh)
-	sh.n.Store(int64(sh.keys.count()))
-	sh.mu.Unlock()
-	return true
-}
-
-// allocPayload gives slot s a payload block of total bytes and returns it.
-func (sh *shard[M]) allocPayload(s *slot[M], total int) []byte {
-	switch {
-	case total == 0:
-		s.class, s.block = classNone, 0
+// reserveLocked takes a unit of cap for an insert into sh (cap.go); on
+// ErrFull it returns with sh unlocked.
+func (t *Table[M]) reserveLocked(sh *shard, seq uint64, lo uint32) error {
+	switch t.reserve(sh) {
+	case reserved:
 		return nil
-	case total <= maxClassSize:
+	case capFull:
+		sh.mu.Unlock()
+		return ErrFull
+	}
+	// Rare: only when the table reaches its cap while shards still hold
+	// credit from when it was far from it.
+	sh.mu.Unlock()
+	t.drain()
+	sh.mu.Lock()
+	if _, _, _, found := sh.find(seq, lo); found {
+		sh.mu.Unlock()
+		return ErrExists
+	}
+	if t.reserve(sh) != reserved {
+		sh.mu.Unlock()
+		return ErrFull
+	}
+	return nil
+}
+
+// alloc takes a block of total bytes; false if its class can name no more.
+func (sh *shard) alloc(total uintptr) (uint32, unsafe.Pointer, bool) {
+	if total <= maxClassSize {
+		if sh.classes == nil {
+			sh.classes = new([numClasses]*byteClass)
+		}
 		k := classOf[(total+7)>>3]
 		bc := sh.classes[k]
 		if bc == nil {
 			bc = newByteClass(classSizes[k])
 			sh.classes[k] = bc
 		}
-		id, b := bc.alloc()
-		s.class, s.block = k, id
-		return b[:total:total]
+		id, p, ok := bc.alloc()
+		return makeRef(k, id), p, ok
 	}
-	b := make([]byte, total)
 	var id uint32
 	if n := len(sh.holes); n > 0 {
 		id = sh.holes[n-1]
+	} else if id = uint32(len(sh.large)); id > refIDMask {
+		return 0, nil, false
+	}
+	// make([]byte) of a size above maxClassSize is 8-aligned, as M needs.
+	b := make([]byte, total)
+	if n := len(sh.holes); n > 0 {
 		sh.holes = sh.holes[:n-1]
 		sh.large[id] = b
 	} else {
-		id = uint32(len(sh.large))
 		sh.large = append(sh.large, b)
 	}
 	sh.nLarge++
 	sh.nLargeT++
-	s.class, s.block = classLarge, id
-	return b
+	return makeRef(classLarge, id), unsafe.Pointer(unsafe.SliceData(b)), true
 }
 
-// payload returns slot s's payload bytes (frame, user buffer, scratch).
-func (sh *shard[M]) payload(s *slot[M]) []byte {
-	n := s.frameLen + s.userLen + s.scratchLen
-	switch s.class {
-	case classNone:
-		return nil
-	case classLarge:
-		return sh.large[s.block][:n:n]
-	}
-	return sh.classes[s.class].bytes(s.block)[:n:n]
-}
-
-func (sh *shard[M]) freePayload(s *slot[M]) {
-	switch s.class {
-	case classNone:
-	case classLarge:
-		sh.large[s.block] = nil
-		sh.holes = append(sh.holes, s.block)
+// free returns the block of ref, whose context is gone.
+func (sh *shard) free(ref uint32, p unsafe.Pointer) {
+	hdr(p).live = 0
+	id := ref & refIDMask
+	if ref>>refIDBits == classLarge {
+		sh.large[id] = nil
+		sh.holes = append(sh.holes, id)
 		sh.nLarge--
-	default:
-		sh.classes[s.class].free(s.block)
+		return
 	}
+	sh.classes[ref>>refIDBits].free(id)
+}
+
+// Lookup returns the context of seq. The Ref stays valid until Delete(seq).
+// Lookup does not allocate.
+func (t *Table[M]) Lookup(seq uint64) (Ref[M], bool) {
+	sh, lo := t.shardFor(seq)
+	sh.mu.Lock()
+	_, _, p, ok := sh.find(seq, lo)
+	sh.mu.Unlock()
+	return Ref[M]{p: p}, ok
+}
+
+// Delete removes the context of seq, returning its block to the shard's
+// slab, and reports whether there was one. Every Ref to it is invalid from
+// the moment Delete is called. Delete does not allocate except when the
+// shard's index shrinks (its load fell below 1/8).
+func (t *Table[M]) Delete(seq uint64) bool {
+	sh, lo := t.shardFor(seq)
+	sh.mu.Lock()
+	w, ref, p, ok := sh.find(seq, lo)
+	if !ok {
+		sh.mu.Unlock()
+		return false
+	}
+	sh.remove(w)
+	sh.free(ref, p)
+	sh.n--
+	if t.capped.Load() {
+		t.release(sh)
+	}
+	sh.mu.Unlock()
+	return true
+}
+
+// add indexes seq → ref; seq must be absent. It grows the ring first if
+// the shard is at load 7/8 of it.
+func (t *Table[M]) add(sh *shard, seq uint64, lo uint32, ref uint32) {
+	if sh.ring.cells == nil {
+		sh.ring.init(minCells)
+	} else if 8*(sh.n+1) > 7*int(sh.ring.n) {
+		// To load 3/4: growth by a third, so a full table sits between 3/4
+		// and 7/8 (about 10 bytes of index a context) instead of anywhere
+		// between 7/16 and 7/8 as doubling would leave it.
+		sh.rebuild(4 * (sh.n + 1) / 3)
+	}
+	sh.put(lo, ref, seq)
+}
+
+// put indexes a context by its counter value lo; seq is its sequence
+// number, or 0 if the caller does not have it at hand (read from the block
+// only if needed). When the cell is taken the older of the two numbers
+// moves to over: the ring follows the counter. Age is the counter's
+// (wrapping) order, the full numbers' when the counter values are equal.
+func (sh *shard) put(lo uint32, ref uint32, seq uint64) {
+	c := &sh.ring.cells[sh.ring.home(lo)]
+	if c.ref != 0 {
+		if seq == 0 {
+			seq = hdr(sh.block(ref)).seq
+		}
+		old := hdr(sh.block(c.ref)).seq
+		if d := int32(lo - c.lo); d < 0 || d == 0 && int64(seq-old) < 0 {
+			sh.addOver(seq, ref)
+			return
+		}
+		sh.addOver(old, c.ref)
+		sh.ring.count--
+	}
+	*c = cell{lo: lo, ref: ref}
+	sh.ring.count++
+}
+
+// addOver places seq in over, making or doubling it first if need be.
+func (sh *shard) addOver(seq uint64, ref uint32) {
+	if sh.over.cells == nil {
+		sh.over.init(minCells)
+	} else if sh.over.count >= sh.over.growAt {
+		sh.resizeOver(2 * int(sh.over.n))
+	}
+	pos, dist, _ := sh.over.findOrPlace(seq, overKey(seq))
+	sh.over.place(pos, dist, seq, ref)
+}
+
+// remove drops the entry at w and shrinks what became nearly empty.
+func (sh *shard) remove(w where) {
+	if w.inRing {
+		sh.ring.cells[w.pos] = cell{}
+		sh.ring.count--
+	} else {
+		sh.over.removeAt(w.pos)
+	}
+	switch {
+	case 8*(sh.n-1) < int(sh.ring.n) && sh.ring.n > minCells:
+		sh.rebuild(max(minCells, 2*(sh.n-1)))
+	case !w.inRing && sh.over.count < sh.over.shrinkAt() && sh.over.n > minCells:
+		sh.resizeOver(max(minCells, int(sh.over.n/2)))
+	}
+}
+
+// rebuild re-indexes the shard with a ring of n cells. Only index entries
+// move; blocks stay put, so every Ref stays valid. A ring entry's block is
+// read only when it meets another in the new ring.
+func (sh *shard) rebuild(n int) {
+	oldRing, oldOver := sh.ring.cells, sh.over.cells
+	maxDist := sh.over.maxDist
+	sh.ring.init(n)
+	sh.over = index{maxDist: maxDist}
+	for _, c := range oldRing {
+		if c.ref != 0 {
+			sh.put(c.lo, c.ref, 0)
+		}
+	}
+	for i := range oldOver {
+		if e := &oldOver[i]; e.ref != 0 {
+			sh.put(uint32(e.seq>>sh.bits), e.ref, e.seq)
+		}
+	}
+}
+
+// resizeOver rehashes over into n cells.
+func (sh *shard) resizeOver(n int) {
+	old := sh.over.cells
+	maxDist := sh.over.maxDist
+	sh.over.init(n)
+	for i := range old {
+		if e := &old[i]; e.ref != 0 {
+			pos, dist, _ := sh.over.findOrPlace(e.seq, overKey(e.seq))
+			sh.over.place(pos, dist, e.seq, e.ref)
+		}
+	}
+	sh.over.maxDist = max(sh.over.maxDist, maxDist)
 }
 
 // Range calls fn for the contexts in the table until fn returns false. It
@@ -345,7 +498,7 @@ func (t *Table[M]) Range(fn func(seq uint64, r Ref[M]) bool) {
 		sh := &t.shards[si]
 		for pos := uint64(0); ; {
 			sh.mu.Lock()
-			n, next, done := sh.collect(pos, seqs[:], refs[:])
+			n, next, done := sh.collect(pos, seqs[:], func(i int, p unsafe.Pointer) { refs[i] = Ref[M]{p: p} })
 			sh.mu.Unlock()
 			for k := range n {
 				if !fn(seqs[k], refs[k]) {
@@ -360,129 +513,168 @@ func (t *Table[M]) Range(fn func(seq uint64, r Ref[M]) bool) {
 	}
 }
 
-// collect copies up to len(seqs) live contexts at slot positions ≥ pos
-// (position = chunk<<shift | index, like a slot id). Slots never move, so
-// walking positions visits each long-lived context once.
-func (sh *shard[M]) collect(pos uint64, seqs []uint64, refs []Ref[M]) (n int, next uint64, done bool) {
-	ss := &sh.slots
-	shift := ss.set.shift
-	for c := pos >> shift; c < uint64(len(ss.chunks)); c, pos = c+1, (c+1)<<shift {
-		chunk := ss.chunks[c]
-		end := min(uint64(ss.set.info[c].bump), uint64(len(chunk)))
-		for i := pos & (1<<shift - 1); i < end; i++ {
-			s := &chunk[i]
-			if s.class == classFree {
+// collect copies up to len(seqs) live contexts at positions ≥ pos, a
+// position being class<<32 | block id (classLarge: index in large). Blocks
+// never move, so walking positions visits each long-lived context once.
+func (sh *shard) collect(pos uint64, seqs []uint64, put func(int, unsafe.Pointer)) (n int, next uint64, done bool) {
+	take := func(p unsafe.Pointer, at uint64) bool {
+		if hdr(p).live != liveMark {
+			return true
+		}
+		if n == len(seqs) {
+			next = at
+			return false
+		}
+		seqs[n] = hdr(p).seq
+		put(n, p)
+		n++
+		return true
+	}
+	for k := uint8(pos >> 32); k < numClasses; k, pos = k+1, uint64(k+1)<<32 {
+		if k == 0 || sh.classes == nil || sh.classes[k] == nil {
+			continue
+		}
+		bc := sh.classes[k]
+		shift := bc.set.shift
+		for c := uint32(pos) >> shift; int(c) < len(bc.chunks); c++ {
+			if bc.chunks[c] == nil {
 				continue
 			}
-			if n == len(seqs) {
-				return n, c<<shift | i, false
+			end := uint32(len(bc.chunks[c])) / bc.size
+			first := uint32(0)
+			if c == uint32(pos)>>shift {
+				first = uint32(pos) & (1<<shift - 1)
 			}
-			seqs[n] = s.seq
-			refs[n] = Ref[M]{s: s, buf: sh.payload(s)}
-			n++
+			for i := first; i < end; i++ {
+				id := c<<shift | i
+				if !take(bc.ptr(id), uint64(k)<<32|uint64(id)) {
+					return n, next, false
+				}
+			}
+		}
+	}
+	first := uint32(0)
+	if pos>>32 == classLarge {
+		first = uint32(pos)
+	}
+	for i := first; int(i) < len(sh.large); i++ {
+		if b := sh.large[i]; b != nil && !take(unsafe.Pointer(unsafe.SliceData(b)), classLarge<<32|uint64(i)) {
+			return n, next, false
 		}
 	}
 	return n, 0, true
 }
 
-// Ref is a handle on one context: a pointer to its slot and its payload
-// bytes, 32 bytes passed by value. All its views point into slab memory
-// owned by the table; they stay valid, at the same addresses, while the
-// context lives — other inserts, deletes, shard growth and SetCap never move
-// it — and become invalid when Delete of its seq is called. The table does
-// not synchronize access to the memory behind a Ref: see the package comment.
-// The zero Ref is not usable.
+// Ref is a handle on one context: the address of its block, 8 bytes passed
+// by value. All its views point into slab memory owned by the table; they
+// stay valid, at the same addresses, while the context lives — other
+// inserts, deletes, index growth and SetCap never move it — and become
+// invalid when Delete of its seq is called. The table does not synchronize
+// access to the memory behind a Ref: see the package comment. The zero Ref
+// is not usable.
 type Ref[M any] struct {
-	s   *slot[M]
-	buf []byte
+	p unsafe.Pointer
+}
+
+func metaBytes[M any]() uintptr {
+	var m M
+	return (unsafe.Sizeof(m) + 7) &^ 7
 }
 
 // Meta returns the context's meta, to read and update in place.
-func (r Ref[M]) Meta() *M { return &r.s.meta }
+func (r Ref[M]) Meta() *M { return (*M)(unsafe.Add(r.p, hdrSize)) }
 
 // Seq returns the context's sequence number.
-func (r Ref[M]) Seq() uint64 { return r.s.seq }
+func (r Ref[M]) Seq() uint64 { return hdr(r.p).seq }
+
+// payload returns the context's bytes after the meta from offset off, n
+// bytes, capped at n.
+func (r Ref[M]) payload(off, n uint32) []byte {
+	if n == 0 {
+		return nil // no address: it could lie past the end of the block
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(r.p, hdrSize+metaBytes[M]()+uintptr(off))), n)
+}
 
 // Frame returns the copy of the packed request frame made by Insert
 // (len(frame) bytes). The engine may overwrite it in place (for example to
 // bump an attempt number) but not grow it.
 func (r Ref[M]) Frame() []byte {
-	n := r.s.frameLen
-	return r.buf[:n:n]
+	h := hdr(r.p)
+	return r.payload(h.user, h.frame)
 }
 
 // UserBuf returns the copy of the caller's user buffer made by Insert.
-func (r Ref[M]) UserBuf() []byte {
-	a := r.s.frameLen
-	b := a + r.s.userLen
-	return r.buf[a:b:b]
-}
+func (r Ref[M]) UserBuf() []byte { return r.payload(0, hdr(r.p).user) }
 
 // Scratch returns the scratch bytes reserved by Insert, zeroed at insert,
 // for the engine's own per-context state (for example the bitset of answered
 // keys of a batch read).
 func (r Ref[M]) Scratch() []byte {
-	a := r.s.frameLen + r.s.userLen
-	return r.buf[a:len(r.buf):len(r.buf)]
+	h := hdr(r.p)
+	return r.payload(h.frame+h.user, h.scratch)
 }
 
 // Stats is a snapshot of a table's size and storage, for tests, leak checks
 // and the R15 memory figures.
 type Stats struct {
 	Len    int // contexts held
-	Cap    int // current cap
+	Cap    int // current cap; 0: none
 	Shards int
 
-	IndexCells int // ring and overflow index cells across shards (16 bytes each)
-	// Bytes is the memory the table holds for its contexts: slab chunks
-	// plus index cells, in bytes (SlabBytes + 16·IndexCells).
+	IndexCells int // ring (8 bytes each) and overflow (16 bytes each) cells across shards
+	// Bytes is the memory the table holds for its contexts: slab chunks,
+	// large contexts and index cells, in bytes.
 	Bytes int64
 	// Overflow is the number of contexts in the shards' hashed overflow
-	// indexes rather than their rings (all of them under PlaceHashed).
+	// indexes rather than their rings.
 	Overflow int
 	// MaxProbe is the longest displacement from its home cell any overflow
 	// entry has had since New (cells): a lookup reads at most the ring cell
 	// plus MaxProbe+1 overflow cells.
 	MaxProbe int
 
-	MetaChunks    int    // meta slab chunks held (one heap object each)
-	PayloadChunks int    // payload slab chunks held (one heap object each)
-	SlabBytes     int64  // bytes of meta and payload chunks held
-	PayloadBlocks int    // payload blocks in use (one per context with a payload ≤ 8 KiB)
-	PayloadAllocs uint64 // payload blocks handed out since New
-	PayloadFrees  uint64 // payload blocks returned since New
-	LargeInUse    int    // payloads above 8 KiB held in separate allocations
+	PayloadChunks int    // slab chunks held (one heap object each)
+	SlabBytes     int64  // bytes of slab chunks held
+	PayloadBlocks int    // blocks in use: one per context up to 8 KiB (header, meta and payload)
+	PayloadAllocs uint64 // blocks handed out since New
+	PayloadFrees  uint64 // blocks returned since New
+	LargeInUse    int    // contexts above 8 KiB held in separate allocations
 	LargeAllocs   uint64 // separate allocations made since New
 }
 
 // Stats returns a snapshot, taking each shard's lock in turn.
 func (t *Table[M]) Stats() Stats {
 	st := Stats{Cap: t.Cap(), Shards: len(t.shards)}
-	slotBytes := int64(slotSize[M]())
+	var large int64
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		st.Len += sh.keys.count()
-		st.IndexCells += int(sh.keys.ring.n + sh.keys.over.n)
-		st.Overflow += sh.keys.over.count
-		st.MaxProbe = max(st.MaxProbe, int(sh.keys.over.maxDist))
-		st.MetaChunks += sh.slots.set.chunks
-		st.SlabBytes += int64(sh.slots.set.blocks) * slotBytes
-		for _, bc := range sh.classes {
-			if bc == nil {
-				continue
+		st.Len += sh.n
+		st.IndexCells += len(sh.ring.cells) + len(sh.over.cells)
+		st.Bytes += int64(len(sh.ring.cells))*int64(unsafe.Sizeof(cell{})) + int64(len(sh.over.cells))*int64(unsafe.Sizeof(entry{}))
+		st.Overflow += sh.over.count
+		st.MaxProbe = max(st.MaxProbe, int(sh.over.maxDist))
+		if sh.classes != nil {
+			for _, bc := range sh.classes {
+				if bc == nil {
+					continue
+				}
+				st.PayloadChunks += bc.set.chunks
+				st.SlabBytes += int64(bc.set.blocks) * int64(bc.size)
+				st.PayloadBlocks += bc.set.inUse
+				st.PayloadAllocs += bc.set.allocs
+				st.PayloadFrees += bc.set.frees
 			}
-			st.PayloadChunks += bc.set.chunks
-			st.SlabBytes += int64(bc.set.blocks) * int64(bc.size)
-			st.PayloadBlocks += bc.set.inUse
-			st.PayloadAllocs += bc.set.allocs
-			st.PayloadFrees += bc.set.frees
+		}
+		for _, b := range sh.large {
+			large += int64(len(b))
 		}
 		st.LargeInUse += sh.nLarge
 		st.LargeAllocs += sh.nLargeT
 		sh.mu.Unlock()
 	}
-	st.Bytes = st.SlabBytes + int64(st.IndexCells)*int64(unsafe.Sizeof(entry{}))
+	st.Bytes += st.SlabBytes + large
 	return st
 }
 

@@ -70,28 +70,67 @@ func TestNewRejectsPointers(t *testing.T) {
 func TestNewConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Shards: -1}, {Shards: 3}, {Shards: 12}, {Shards: MaxShards * 2},
-		{Cap: MaxCap + 1}, {Placement: 7},
+		{Cap: MaxCap + 1},
 	} {
 		if _, err := New[uint64](cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("New(%+v): err %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
+	if _, err := New[struct{ X [2]complex128 }](Config{}); err != nil {
+		t.Errorf("meta aligned to 8: %v", err)
+	}
 	tab := mustNew[uint64](t, Config{})
-	if tab.Cap() != DefaultCap || tab.Shards() != DefaultShards() {
-		t.Errorf("zero Config: cap %d shards %d, want %d, %d", tab.Cap(), tab.Shards(), DefaultCap, DefaultShards())
+	if tab.Cap() != 0 || tab.Shards() != DefaultShards() {
+		t.Errorf("zero Config: cap %d shards %d, want 0 (none), %d", tab.Cap(), tab.Shards(), DefaultShards())
 	}
 	if s := DefaultShards(); s < 4 || s&(s-1) != 0 || s < 2*runtime.GOMAXPROCS(0) {
 		t.Errorf("DefaultShards() = %d", s)
 	}
 	tab = mustNew[uint64](t, Config{Cap: -5, Shards: 1})
-	if tab.Cap() != DefaultCap || tab.Shards() != 1 {
+	if tab.Cap() != 0 || tab.Shards() != 1 {
 		t.Errorf("Cap -5: cap %d shards %d", tab.Cap(), tab.Shards())
 	}
-	if err := tab.SetCap(MaxCap + 1); !errors.Is(err, ErrInvalidConfig) || tab.Cap() != DefaultCap {
+	if err := tab.SetCap(MaxCap + 1); !errors.Is(err, ErrInvalidConfig) || tab.Cap() != 0 {
 		t.Errorf("SetCap(MaxCap+1): err %v cap %d", err, tab.Cap())
 	}
-	if err := tab.SetCap(0); err != nil || tab.Cap() != DefaultCap {
+	if err := tab.SetCap(3); err != nil || tab.Cap() != 3 {
+		t.Errorf("SetCap(3): err %v cap %d", err, tab.Cap())
+	}
+	if err := tab.SetCap(0); err != nil || tab.Cap() != 0 {
 		t.Errorf("SetCap(0): err %v cap %d", err, tab.Cap())
+	}
+}
+
+// TestCapOnOff: a cap set on a table that has contexts counts them, and
+// removing it lets inserts through again.
+func TestCapOnOff(t *testing.T) {
+	tab := mustNew[uint64](t, Config{Shards: 4})
+	for s := range uint64(10) {
+		if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tab.SetCap(12); err != nil {
+		t.Fatal(err)
+	}
+	for s := uint64(10); s < 12; s++ {
+		if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
+			t.Fatalf("insert %d under the cap: %v", s, err)
+		}
+	}
+	if _, err := tab.Insert(12, 12, nil, nil, 0); !errors.Is(err, ErrFull) {
+		t.Fatalf("insert at the cap: %v, want ErrFull", err)
+	}
+	if err := tab.SetCap(0); err != nil {
+		t.Fatal(err)
+	}
+	for s := uint64(12); s < 100; s++ {
+		if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
+			t.Fatalf("insert %d without a cap: %v", s, err)
+		}
+	}
+	if tab.Len() != 100 {
+		t.Fatalf("Len %d", tab.Len())
 	}
 }
 
@@ -227,36 +266,33 @@ func TestErrFullConcurrent(t *testing.T) {
 	}
 }
 
-// TestCollisions: sequence numbers that share a home cell (and, under
-// PlaceCounter, pile up until the shard spreads) never see each other's
-// context.
+// TestCollisions: sequence numbers that share a ring cell — a lap of the
+// ring apart, or the same counter value with other high bits — never see
+// each other's context.
 func TestCollisions(t *testing.T) {
-	for _, place := range []Placement{PlaceCounter, PlaceHashed} {
-		tab := mustNew[testMeta](t, Config{Cap: 4000, Shards: 1, Placement: place})
-		n := tab.shards[0].keys.ring.n
-		// Under PlaceCounter with one shard, seq and seq+k·n share a ring
-		// cell, so all but one go to the overflow index.
+	for _, pattern := range []string{"lap", "highbits"} {
+		tab := mustNew[testMeta](t, Config{Shards: 1})
+		if _, err := tab.Insert(1, testMeta{Seq: 1}, nil, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		n := tab.shards[0].ring.n
 		var seqs []uint64
 		for k := range uint64(40) {
-			seqs = append(seqs, 5+k*n)
-		}
-		// Under PlaceHashed, find numbers whose probe keys share a home.
-		if place == PlaceHashed {
-			seqs = seqs[:0]
-			over := &tab.shards[0].keys.over
-			want := over.home(tab.overKey(5, mix(5)))
-			for s := uint64(5); len(seqs) < 40; s++ {
-				if over.home(tab.overKey(s, mix(s))) == want {
-					seqs = append(seqs, s)
-				}
+			if pattern == "lap" {
+				seqs = append(seqs, 5+k*n)
+			} else {
+				seqs = append(seqs, 5|k<<40)
 			}
 		}
-		inserted := map[uint64]bool{}
+		inserted := map[uint64]bool{1: true}
 		for i, s := range seqs {
 			inserted[s] = true
 			if _, err := tab.Insert(s, testMeta{Seq: s}, payloadFor(s, 1, 20+i), nil, 0); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if tab.shards[0].ring.n != n {
+			t.Fatal("the ring grew: the keys no longer share a cell")
 		}
 		check := func() {
 			t.Helper()
@@ -269,7 +305,7 @@ func TestCollisions(t *testing.T) {
 					continue
 				}
 				if !ok || r.Meta().Seq != s || len(r.Frame()) != 20+i || r.Frame()[0] != payloadFor(s, 1, 1)[0] {
-					t.Fatalf("place %d: seq %d: wrong context", place, s)
+					t.Fatalf("%s: seq %d: wrong context", pattern, s)
 				}
 				// A neighbour that was never inserted is not found.
 				if _, ok := tab.Lookup(s + 1); ok && !inserted[s+1] {
@@ -278,6 +314,9 @@ func TestCollisions(t *testing.T) {
 			}
 		}
 		check()
+		if st := tab.Stats(); st.Overflow != len(seqs)-1 {
+			t.Fatalf("%s: %d in overflow, want %d", pattern, st.Overflow, len(seqs)-1)
+		}
 		// Remove every third (backward shift moves the others).
 		for i := 0; i < len(seqs); i += 3 {
 			if !tab.Delete(seqs[i]) {
@@ -324,7 +363,7 @@ func TestIndexSameProbeKey(t *testing.T) {
 		}
 		for q := range uint64(150) {
 			i, _, found := ix.findOrPlace(q, p)
-			if found != live[q] || (found && ix.cells[i].slot != uint32(q)+1) {
+			if found != live[q] || (found && ix.cells[i].ref != uint32(q)+1) {
 				t.Fatalf("op %d: find(%d) = %d %v, live %v", op, q, i, found, live[q])
 			}
 		}
@@ -332,7 +371,7 @@ func TestIndexSameProbeKey(t *testing.T) {
 	// Cells in use = live entries: nothing else occupies a cell.
 	used := 0
 	for _, e := range ix.cells {
-		if e.slot != 0 {
+		if e.ref != 0 {
 			used++
 		}
 	}
@@ -525,8 +564,8 @@ func TestBuffersReturned(t *testing.T) {
 			}
 		}
 	}
-	if st.PayloadChunks > classes || st.MetaChunks > len(tab.shards) {
-		t.Fatalf("chunks kept: %d payload (%d classes), %d meta", st.PayloadChunks, classes, st.MetaChunks)
+	if st.PayloadChunks > classes {
+		t.Fatalf("chunks kept: %d (%d classes)", st.PayloadChunks, classes)
 	}
 }
 

@@ -31,7 +31,7 @@ func fill(b *testing.B, shards int) (*Wheel, float64) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	w, err := NewConfig(Config{Tick: time.Millisecond, Start: bt0, Capacity: pendingTimers + 1024, Shards: shards})
+	w, err := NewConfig(Config{Tick: time.Millisecond, Start: bt0, Shards: shards})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,11 +50,10 @@ func fill(b *testing.B, shards int) (*Wheel, float64) {
 // time (and the peers' StartStop benchmark).
 func BenchmarkScheduleCancel(b *testing.B) {
 	w, perTimer := fill(b, 1)
-	deadline := bt0.Add(time.Second)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		h, err := w.Schedule(deadline, uint64(i))
+		h, err := w.ScheduleAt(time.Second, uint64(i))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -295,3 +294,24 @@ func BenchmarkParallelScheduleCancel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIdle reports the heap of an idle wheel as the engine makes one
+// (one shard, no Capacity), over 1,000 wheels (SPEC R15: an idle zone is
+// cheap): never used (fresh-B/wheel), and after a burst of 10,000 timers
+// that all fired and the lanes' next refill (burst-B/wheel). ns/op is
+// making one wheel.
+func BenchmarkIdle(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one lane, as in TestAllocIdleWheel
+	for range b.N {
+		w, err := New(DefaultTick, bt0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sinkWheel = w
+	}
+	b.StopTimer()
+	b.ReportMetric(idleBytes(b, false), "fresh-B/wheel")
+	b.ReportMetric(idleBytes(b, true), "burst-B/wheel")
+}
+
+var sinkWheel *Wheel

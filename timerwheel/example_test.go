@@ -68,3 +68,33 @@ func Example() {
 	// 3s: read 1 gives up
 	// pending: 0
 }
+
+// The engine keeps every time as a time.Duration since its epoch and makes
+// that epoch the wheel's Start, so it schedules and advances with the
+// Duration methods and never builds a time.Time per read. Capacity 0: the
+// engine bounds its contexts itself, and Schedule stages timers per P.
+func ExampleWheel_ScheduleAt() {
+	epoch := time.Now()
+	w, err := timerwheel.New(timerwheel.DefaultTick, epoch, 0)
+	if err != nil {
+		panic(err)
+	}
+	budget := 3 * time.Second
+	sent := 40 * time.Millisecond // when the read went out, since epoch
+	h, err := w.ScheduleAt(sent+budget/3, 7)
+	if err != nil {
+		panic(err)
+	}
+	// At or before the deadline: the start of the slot it waits in.
+	next, _ := w.NextDeadlineAt()
+	fmt.Println("next deadline by 1.04s:", next <= sent+budget/3)
+	fmt.Println("fired by 1s:", w.AdvanceTo(time.Second, func(uint64) {}))
+	fmt.Println("fired by 1.04s:", w.AdvanceTo(1040*time.Millisecond, func(id uint64) { fmt.Println("  timer", id) }))
+	fmt.Println("cancel after fire:", w.Cancel(h))
+	// Output:
+	// next deadline by 1.04s: true
+	// fired by 1s: 0
+	//   timer 7
+	// fired by 1.04s: 1
+	// cancel after fire: false
+}

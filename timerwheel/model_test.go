@@ -283,7 +283,7 @@ func (m *model) drain(t testing.TB) {
 func TestProperty(t *testing.T) {
 	for _, shards := range []int{1, 4} {
 		for _, tick := range []time.Duration{time.Millisecond, time.Nanosecond, 3 * time.Millisecond} {
-			for _, capacity := range []int{300, 23} { // 23: often full, and shards spill
+			for _, capacity := range []int{300, 23, 0} { // 23: often full, and shards spill; 0: staged (lanes)
 				for seed := range uint64(3) {
 					t.Run(fmt.Sprintf("shards%d/tick%v/cap%d/seed%d", shards, tick, capacity, seed), func(t *testing.T) {
 						r := rand.New(rand.NewPCG(seed, uint64(shards)))
@@ -319,7 +319,11 @@ func runFuzzBody(t *testing.T, data []byte) {
 		seed ^= uint64(b) << (8 * (i % 8))
 	}
 	shards := 1 << (seed % 3)
-	m := newModel(t, time.Millisecond, 64, shards)
+	capacity := 64
+	if seed&8 != 0 {
+		capacity = 0 // no limit: Schedule stages timers per P
+	}
+	m := newModel(t, time.Millisecond, capacity, shards)
 	r := rand.New(rand.NewPCG(seed, uint64(len(data))))
 	for _, b := range data {
 		switch b % 10 {

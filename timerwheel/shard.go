@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // Geometry of one shard. Level L has 64 slots of 64^L ticks each; eleven
@@ -20,42 +21,109 @@ const (
 	wheelLists = levels * slotsPerLevel // one list per slot
 	listDueA   = wheelLists             // past deadlines, one of two epochs
 	listDueB   = wheelLists + 1         // past deadlines, the other epoch
-	numLists   = wheelLists + 2
-	listFree   = math.MaxUint32 // node is free (in freeSet) or was never used
 
 	nilIndex = math.MaxUint32 // end of a list
+	// headBit marks a links.prev that names the list whose first node this
+	// is (headBit | list) instead of a previous node, so unlink finds the
+	// list's head without a list field in every timer.
+	headBit = 1 << 31
 
-	// Nodes are allocated in chunks of 4096 (96 KiB, and 32 KiB of links)
-	// so that a wheel with a large capacity costs memory only for the
-	// timers it has actually held, and growth never copies the slab (which
-	// would stall Schedule).
-	chunkShift = 12
-	chunkSize  = 1 << chunkShift
-	chunkMask  = chunkSize - 1
+	// Timers live in blocks of 64 (one word of the free set, and the unit
+	// a lane claims from). Blocks are allocated in chunks of 1, 1, 2, 4,
+	// ... 32 blocks, then 68 (4352 timers, 15 pages of 8 KiB: 64 blocks
+	// would leave a 6.7% tail of the 15th page unused), so a wheel costs
+	// memory only for the timers it has actually held, a lightly used one
+	// stays small, and growth never copies the slab (which would stall
+	// Schedule).
+	blockShift  = 6
+	blockSize   = 1 << blockShift
+	blockMask   = blockSize - 1
+	smallChunks = 7  // chunks 0-6 hold 64 blocks together
+	bigChunk    = 68 // blocks of every later chunk
 
 	noTick = math.MaxInt64 // "no event" in peek
+
+	// shrinkDelay is how many ticks after the slab last grew it may
+	// shrink (about 4 s at the engine's 1 ms tick): a load that comes and
+	// goes in bursts keeps its chunks instead of freeing and allocating
+	// them at every burst.
+	shrinkDelay = 4096
+
+	// stWheel is the low bit of a timer's state word: set while the timer
+	// is on a list of the wheel. The other 31 bits are its generation.
+	stWheel = 1
+	genMask = 1<<31 - 1
 )
 
-// node is one timer, 24 bytes. Neither it nor its links hold Go pointers,
-// so the slab is a noscan allocation the garbage collector never walks (the
-// fastcache/bigcache reasoning).
+func nextGen(g uint32) uint32 { return (g + 1) & genMask }
+
+// node is a timer's deadline and id, 16 bytes.
 type node struct {
 	deadline int64  // ticks since Start, rounded up so a timer never fires early
 	id       uint64 // the caller's id, handed back to fire
-	gen      uint32 // bumped when the node is freed; a Handle carries it
-	list     uint32 // list the node is on, or listFree
 }
 
-// links are a node's list pointers, 8 bytes, in an array of their own:
-// walking a list chases only these (8 to a cache line, 4 MB for 500,000
-// timers), and the loads of the nodes it visits do not hold up the walk.
-// Measured against one 32-byte node, this halved the cost per fired timer
-// with scattered deadlines. A 16/16 split (deadline, next, prev | id, gen)
-// that spares cascading the node was measured too and was slower: the
-// walk over 16-byte entries misses the cache more than over 8-byte links.
+// links are a timer's list pointers, 8 bytes, in an array of their own:
+// walking a list chases only these (8 to a cache line) while the loads of
+// the nodes it visits overlap; against one 32-byte node this halved the
+// cost per fired timer with scattered deadlines. While a timer is staged
+// (see lane) next holds its generation instead.
 type links struct {
-	next uint32 // next node in the list, or nilIndex
-	prev uint32 // previous node in the list, or nilIndex (head)
+	next uint32 // next timer in the list, or nilIndex
+	prev uint32 // previous timer in the list, or headBit|list for the first
+}
+
+// block holds 64 timers: their nodes, links and state words, 1,800 bytes,
+// 28 bytes a timer. It holds no Go pointers, so a chunk of blocks is a
+// noscan allocation the garbage collector never walks (the fastcache and
+// bigcache reasoning).
+//
+// A state word is gen<<1 | stWheel. Its transitions are the whole
+// concurrency story of a timer:
+//
+//   - idle(g) → wheel(g): Schedule's locked path, or a drain moving a
+//     staged timer onto the wheel (a CAS, racing Cancel);
+//   - idle(g) → idle(g+1): Cancel of a staged timer (a CAS, without the
+//     lock);
+//   - wheel(g) → idle(g+1): fire or Cancel, under the shard lock.
+//
+// A staged timer keeps the state idle(g) it had when it was free; what
+// tells it apart is that Schedule has returned a Handle of generation g,
+// which no free timer has (every end of a timer bumps the generation).
+type block struct {
+	nodes  [blockSize]node
+	links  [blockSize]links
+	states [blockSize]atomic.Uint32
+	base   uint32       // index of nodes[0]
+	owner  atomic.Int32 // 1 + the index of the lane that owns the block, or 0; written under the shard lock
+}
+
+// chunk is one allocation of blocks.
+type chunk struct {
+	mem   []block
+	first uint32 // block number of mem[0]
+	nodes uint32 // timers of it handed out of the slab (in blocks below used)
+	free  uint32 // of them, the ones in the free set
+}
+
+// chunkBlocks returns the size in blocks of chunk c.
+func chunkBlocks(c int) uint32 {
+	switch {
+	case c == 0:
+		return 1
+	case c < smallChunks:
+		return 1 << (c - 1)
+	}
+	return bigChunk
+}
+
+// chunkOf returns the chunk of block number b (the inverse of chunkBlocks'
+// layout: 0 | 1 | 2-3 | 4-7 | ... | 32-63 | 64-131 | 132-199 | ...).
+func chunkOf(b uint32) int {
+	if b < 1<<(smallChunks-1) {
+		return bits.Len32(b)
+	}
+	return smallChunks + int((b-1<<(smallChunks-1))/bigChunk)
 }
 
 // shard is a complete hierarchical wheel with its own lock. A Wheel has one
@@ -71,79 +139,226 @@ type links struct {
 type shard struct {
 	mu sync.Mutex
 
-	cur      int64 // ticks since Start processed: every timer due at or before cur has been handed out
-	epoch    uint32
-	count    int              // pending timers
-	free     freeSet          // freed timers below used
-	used     uint32           // nodes ever handed out of the slab (high-water mark)
-	capacity uint32           // limit of used
-	bitmap   [levels]uint64   // bit s of level L set ⇔ slot s of level L is non-empty
-	chunks   [][]node         // the slab; chunk c holds nodes c<<chunkShift ...
-	lchunks  [][]links        // their links, chunked the same way
-	heads    [numLists]uint32 // first node of each list, or nilIndex
-	_        [64]byte         // keep the next shard's lock off this cache line
+	cur      int64   // ticks since Start processed: every timer due at or before cur has been handed out
+	epoch    uint32  // which due list Schedule files past deadlines on
+	count    int     // timers on the wheel (staged ones join at the next drain)
+	free     freeSet // free timers of blocks no lane owns
+	used     uint32  // blocks handed out of the slab (the high-water mark)
+	capacity uint32  // timers the slab may hold
+	genSeed  uint32  // generation of the timers of a new chunk (see maybeShrink)
+	grewAt   int64   // cur when the slab last grew
+
+	bitmap [levels]uint64                 // bit s of level L set ⇔ slot s of level L is non-empty
+	heads  [levels]*[slotsPerLevel]uint32 // first timer of each slot, or nilIndex; a level's array is made at its first use
+	due    [2]uint32                      // first timer of the two due lists
+
+	blocks []*block // the slab, by block number, for lock holders
+	chunks []chunk
+	// dir is blocks for Cancel, which reads it without the lock: each
+	// entry is set before the header that covers it is published, and
+	// cleared when its chunk is given back.
+	dir atomic.Pointer[[]atomic.Pointer[block]]
+
+	lanes []lane // per-P staging; nil on a wheel with a Capacity
+
+	_ [64]byte // keep the next shard's lock off this cache line
 }
 
-func (s *shard) init(capacity uint32) {
+func (s *shard) init(capacity uint32, lanes int) {
 	s.capacity = capacity
-	s.free.init(capacity)
-	for i := range s.heads {
-		s.heads[i] = nilIndex
+	s.free.init(0)
+	s.due = [2]uint32{nilIndex, nilIndex}
+	if lanes > 0 {
+		s.lanes = make([]lane, lanes)
 	}
-	s.chunks = make([][]node, 0, (capacity+chunkSize-1)/chunkSize)
-	s.lchunks = make([][]links, 0, (capacity+chunkSize-1)/chunkSize)
 }
 
-// at returns node i. i must have been handed out by alloc.
-func (s *shard) at(i uint32) *node {
-	return &s.chunks[i>>chunkShift][i&chunkMask]
+// headRef returns where the first timer of a list is kept; the list's
+// level array must exist (it does once anything was linked on it).
+func (s *shard) headRef(list uint32) *uint32 {
+	if list >= wheelLists {
+		return &s.due[list-wheelLists]
+	}
+	return &s.heads[list>>slotBits][list&slotMask]
 }
 
+// ln returns the links of timer i.
 func (s *shard) ln(i uint32) *links {
-	return &s.lchunks[i>>chunkShift][i&chunkMask]
+	return &s.blocks[i>>blockShift].links[i&blockMask]
 }
 
-// lookup returns node i if i is in the slab, for checking a Handle that may
-// be stale or forged.
-func (s *shard) lookup(i uint32) *node {
-	if i >= s.used {
+// blockAt returns block number b for a lock holder, nil if the slab does
+// not reach it (a stale or forged Handle).
+func (s *shard) blockAt(b uint32) *block {
+	if int(b) >= len(s.blocks) {
 		return nil
 	}
-	return s.at(i)
+	return s.blocks[b]
 }
 
-// alloc reuses the lowest freed node, or takes the next one out of the
-// slab, allocating a new chunk when the slab is exhausted. It reports false
-// at capacity.
-func (s *shard) alloc() (uint32, *node, bool) {
-	if i, ok := s.free.take(); ok {
-		return i, s.at(i), true
+// blockLF is blockAt without the lock.
+func (s *shard) blockLF(b uint32) *block {
+	d := s.dir.Load()
+	if d == nil || int(b) >= len(*d) {
+		return nil
 	}
-	if s.used >= s.capacity {
-		return 0, nil, false
+	return (*d)[b].Load()
+}
+
+// grow adds the next chunk to the slab; false when the slab holds capacity
+// timers already.
+func (s *shard) grow() bool {
+	first := uint32(len(s.blocks))
+	limit := uint32((uint64(s.capacity) + blockSize - 1) / blockSize)
+	if first >= limit {
+		return false
 	}
-	i := s.used
-	if i&chunkMask == 0 {
-		size := min(uint32(chunkSize), s.capacity-i)
-		s.chunks = append(s.chunks, make([]node, size))
-		s.lchunks = append(s.lchunks, make([]links, size))
+	s.grewAt = s.cur
+	c := len(s.chunks)
+	n := min(chunkBlocks(c), limit-first)
+	mem := make([]block, n)
+	for b := range mem {
+		mem[b].base = (first + uint32(b)) << blockShift
+		if s.genSeed != 0 {
+			for k := range mem[b].states {
+				mem[b].states[k].Store(s.genSeed << 1)
+			}
+		}
 	}
+	s.chunks = append(s.chunks, chunk{mem: mem, first: first})
+	var d []atomic.Pointer[block]
+	if p := s.dir.Load(); p != nil {
+		d = *p
+	}
+	if cap(d) < len(d)+int(n) {
+		nd := make([]atomic.Pointer[block], len(d), 2*(len(d)+int(n)))
+		for i := range d {
+			nd[i].Store(d[i].Load())
+		}
+		d = nd
+	}
+	d = d[:len(d)+int(n)]
+	for b := range mem {
+		s.blocks = append(s.blocks, &mem[b])
+		d[first+uint32(b)].Store(&mem[b])
+	}
+	s.dir.Store(&d)
+	s.free.grow(uint32(len(s.blocks)) << blockShift)
+	return true
+}
+
+// freshBlock hands out the next block never used since the slab last
+// grew to it, with the bits of its timers below capacity; nil if there is
+// none and growing is not allowed (lanes never allocate) or not possible.
+func (s *shard) freshBlock(mayGrow bool) (*block, uint64) {
+	if s.used == uint32(len(s.blocks)) && (!mayGrow || !s.grow()) {
+		return nil, 0
+	}
+	b := s.blocks[s.used]
 	s.used++
-	n := s.at(i)
-	n.gen = 1 // a fresh node never carries generation 0, so no Handle is 0
-	return i, n, true
+	n := min(uint64(blockSize), uint64(s.capacity)-uint64(b.base))
+	s.chunks[chunkOf(b.base>>blockShift)].nodes += uint32(n)
+	return b, math.MaxUint64 >> (64 - n)
 }
 
-// release frees a node that is on no list and retires its generation, so
-// every Handle to it becomes stale.
-func (s *shard) release(i uint32, n *node) {
-	n.gen++
-	if n.gen == 0 {
-		n.gen = 1
+// freed records that the free set gained (n > 0) or lost (n < 0) n timers
+// of block b.
+func (s *shard) freed(b *block, n int) {
+	c := &s.chunks[chunkOf(b.base>>blockShift)]
+	c.free = uint32(int(c.free) + n)
+}
+
+// alloc takes the lowest free timer, or a fresh block's first (putting the
+// rest in the free set), growing the slab if need be; false at capacity.
+func (s *shard) alloc() (*block, int, bool) {
+	if i, ok := s.free.take(); ok {
+		b := s.blocks[i>>blockShift]
+		s.freed(b, -1)
+		return b, int(i & blockMask), true
 	}
-	n.list = listFree
-	s.free.add(i)
+	b, m := s.freshBlock(true)
+	if b == nil {
+		return nil, 0, false
+	}
+	rest := m &^ 1
+	s.free.addWord(b.base>>blockShift, rest)
+	s.freed(b, bits.OnesCount64(rest))
+	return b, 0, true
+}
+
+// release ends the life of timer k of b, which is on no list: its
+// generation moves on, so every Handle to it goes stale, and it returns to
+// the free set, or to its lane if a lane owns the block.
+func (s *shard) release(b *block, k int, g uint32) {
+	b.states[k].Store(nextGen(g) << 1)
 	s.count--
+	if b.owner.Load() == 0 {
+		s.free.add(b.base + uint32(k))
+		s.freed(b, 1)
+	}
+}
+
+// maybeShrink gives the top chunk back to the Go heap while every timer of
+// it and of the chunk below is free and the slab has not grown for
+// shrinkDelay ticks: the slab follows the timers pending (SPEC R15),
+// keeping one empty chunk as a spare so that a load hovering at a chunk
+// boundary does not allocate and free a chunk each time. Lowest-first
+// reuse keeps live timers at the bottom, so the top chunks empty out after
+// a burst.
+func (s *shard) maybeShrink() {
+	if s.cur-s.grewAt < shrinkDelay {
+		return
+	}
+	for n := len(s.chunks); n >= 2; n-- {
+		top, below := &s.chunks[n-1], &s.chunks[n-2]
+		if top.free != top.nodes || below.free != below.nodes {
+			return
+		}
+		s.dropTop()
+	}
+}
+
+// dropTop releases the top chunk, all of whose timers are free.
+func (s *shard) dropTop() {
+	c := s.chunks[len(s.chunks)-1]
+	// A later chunk at these indexes starts past every generation used
+	// here, so a Handle kept from this chunk never matches its timers.
+	for b := range c.mem {
+		for k := range c.mem[b].states {
+			s.genSeed = max(s.genSeed, nextGen(c.mem[b].states[k].Load()>>1))
+		}
+		if c.first+uint32(b) < s.used {
+			s.free.clearWord(c.first + uint32(b))
+		}
+	}
+	s.used = min(s.used, c.first)
+	clear(s.blocks[c.first:])
+	s.blocks = shrunk(s.blocks[:c.first])
+	d := *s.dir.Load()
+	for i := c.first; i < uint32(len(d)); i++ {
+		d[i].Store(nil)
+	}
+	d = d[:c.first]
+	if cap(d) > 4*len(d)+16 {
+		nd := make([]atomic.Pointer[block], len(d), 2*len(d))
+		for i := range d {
+			nd[i].Store(d[i].Load())
+		}
+		d = nd
+	}
+	s.dir.Store(&d)
+	s.chunks[len(s.chunks)-1] = chunk{}
+	s.chunks = shrunk(s.chunks[:len(s.chunks)-1])
+	s.free.shrink(c.first << blockShift)
+}
+
+// shrunk returns x, or a copy of it with less spare capacity if it has
+// more than three quarters spare, so the slab's indexes shrink with it.
+func shrunk[T any](x []T) []T {
+	if cap(x) <= 4*len(x)+16 {
+		return x
+	}
+	return append(make([]T, 0, 2*len(x)), x...)
 }
 
 // dueList is where Schedule puts deadlines at or before cur; Advance drains
@@ -154,17 +369,17 @@ func (s *shard) dueList() uint32 { return listDueA + s.epoch }
 
 func (s *shard) drainList() uint32 { return listDueA + (s.epoch ^ 1) }
 
-// insert files a node whose deadline is set: at or before cur on the due
-// list, else on the wheel.
-func (s *shard) insert(i uint32, n *node) {
-	if n.deadline <= s.cur {
-		s.link(s.dueList(), i, n)
+// insert files timer k of b, whose deadline is set: at or before cur on
+// the due list, else on the wheel.
+func (s *shard) insert(b *block, k int) {
+	if b.nodes[k].deadline <= s.cur {
+		s.link(s.dueList(), b, k)
 		return
 	}
-	s.place(i, n)
+	s.place(b, k)
 }
 
-// place files a node with deadline >= cur on the wheel. The level is the
+// place files a timer with deadline >= cur on the wheel. The level is the
 // lowest whose 64 slots, counted from cur's slot on that level, reach the
 // deadline: level L holds deadlines whose slot number (deadline >> 6L) is
 // 1 to 63 ahead of cur's, so its slots form a ring in which every slot but
@@ -175,8 +390,8 @@ func (s *shard) insert(i uint32, n *node) {
 // aligned levels would move every pending timer at once at each 4.1 s
 // boundary. A deadline equal to cur (met while cascading) goes to cur's own
 // level-0 slot, which Advance is draining.
-func (s *shard) place(i uint32, n *node) {
-	d := n.deadline
+func (s *shard) place(b *block, k int) {
+	d := b.nodes[k].deadline
 	level := uint32(0)
 	// The top level always reaches: its slot numbers are 0 to 7.
 	for ; level < levels-1; level++ {
@@ -186,39 +401,45 @@ func (s *shard) place(i uint32, n *node) {
 		}
 	}
 	shift := level * slotBits
-	s.linkSlot(level*slotsPerLevel+uint32(d>>shift)&slotMask, i, n)
+	list := level*slotsPerLevel + uint32(d>>shift)&slotMask
+	s.bitmap[level] |= 1 << (list & slotMask)
+	if s.heads[level] == nil {
+		h := new([slotsPerLevel]uint32)
+		for i := range h {
+			h[i] = nilIndex
+		}
+		s.heads[level] = h
+	}
+	s.link(list, b, k)
 }
 
-func (s *shard) linkSlot(list uint32, i uint32, n *node) {
-	s.bitmap[list>>slotBits] |= 1 << (list & slotMask)
-	s.link(list, i, n)
-}
-
-// link pushes a node on the front of a list. Pushing at the front touches
+// link pushes a timer on the front of a list. Pushing at the front touches
 // only the old head, which was itself the most recent insert into that list
 // and so is usually still in cache; appending would touch the cold tail too.
 // The price is that timers due in the same tick fire in no particular order.
-func (s *shard) link(list uint32, i uint32, n *node) {
-	h := s.heads[list]
-	n.list = list
-	*s.ln(i) = links{next: h, prev: nilIndex}
+func (s *shard) link(list uint32, b *block, k int) {
+	hp := s.headRef(list)
+	h := *hp
+	b.links[k] = links{next: h, prev: headBit | list}
+	i := b.base + uint32(k)
 	if h != nilIndex {
 		s.ln(h).prev = i
 	}
-	s.heads[list] = i
+	*hp = i
 }
 
-// unlink removes a node from its list in O(1) and keeps the slot bitmap
-// exact.
-func (s *shard) unlink(i uint32, n *node) {
-	l := *s.ln(i)
-	if l.prev != nilIndex {
-		s.ln(l.prev).next = l.next
-	} else {
-		s.heads[n.list] = l.next
-		if l.next == nilIndex && n.list < wheelLists {
-			s.bitmap[n.list>>slotBits] &^= 1 << (n.list & slotMask)
+// unlink removes timer k of b from its list in O(1) and keeps the slot
+// bitmap exact.
+func (s *shard) unlink(b *block, k int) {
+	l := b.links[k]
+	if l.prev&headBit != 0 {
+		list := l.prev &^ headBit
+		*s.headRef(list) = l.next
+		if l.next == nilIndex && list < wheelLists {
+			s.bitmap[list>>slotBits] &^= 1 << (list & slotMask)
 		}
+	} else {
+		s.ln(l.prev).next = l.next
 	}
 	if l.next != nilIndex {
 		s.ln(l.next).prev = l.prev
@@ -256,15 +477,16 @@ func (s *shard) nextEvent() (int64, int) {
 // peek is nextEvent for Advance's merge across shards: -1 when past-due
 // timers wait on the drain list, since they go before anything else.
 //
-// The first call of an Advance flips the due lists (see flip) and brings
-// cur up to the previous Advance's limit if nothing is due by then: the
-// merge leaves a shard's cur at its last event rather than spend a lock per
-// shard on it at the end of every Advance. A cur that lags is harmless (a
-// timer due between it and the real time is filed ahead of cur and fires
-// in the next Advance); catching up keeps NextDeadline tight and new
-// timers on low levels.
+// The first call of an Advance moves staged timers onto the wheel, flips
+// the due lists (see flip) and brings cur up to the previous Advance's
+// limit if nothing is due by then: the merge leaves a shard's cur at its
+// last event rather than spend a lock per shard on it at the end of every
+// Advance. A cur that lags is harmless (a timer due between it and the
+// real time is filed ahead of cur and fires in the next Advance); catching
+// up keeps NextDeadline tight and new timers on low levels.
 func (s *shard) peek(first bool, prevLimit int64) int64 {
 	s.mu.Lock()
+	s.drainLanes()
 	if first {
 		s.flip()
 		if prevLimit > s.cur {
@@ -274,9 +496,10 @@ func (s *shard) peek(first bool, prevLimit int64) int64 {
 		}
 	}
 	e := int64(-1)
-	if s.heads[s.drainList()] == nilIndex {
+	if s.due[s.epoch^1] == nilIndex {
 		e, _ = s.nextEvent()
 	}
+	s.maybeShrink()
 	s.mu.Unlock()
 	return e
 }
@@ -285,33 +508,37 @@ func (s *shard) peek(first bool, prevLimit int64) int64 {
 // cur.
 func (s *shard) earliest() int64 {
 	s.mu.Lock()
+	s.drainLanes()
 	e := s.cur
-	if s.heads[listDueA] == nilIndex && s.heads[listDueB] == nilIndex {
+	if s.due[0] == nilIndex && s.due[1] == nilIndex {
 		e, _ = s.nextEvent()
 	}
 	s.mu.Unlock()
 	return e
 }
 
-// flip starts an Advance, under the lock of its first collect or peek:
-// past-due timers scheduled so far are drained by it, those scheduled from
-// now on wait for the next one.
+// flip starts an Advance, under the lock of its first collect or peek,
+// after that call has drained the lanes: past-due timers scheduled so far
+// are fired by it, those scheduled from now on wait for the next one.
 func (s *shard) flip() {
 	s.epoch ^= 1
 }
 
 // collect hands out up to len(buf) ids of timers due at or before limit and
-// frees their nodes. All ids of one call are due in the same tick (or are
+// frees their timers. All ids of one call are due in the same tick (or are
 // past-due from the drain list), so that timers fire in deadline order even
 // when fire schedules new timers between calls. It returns 0 when nothing
 // is due at or before limit, having moved cur up to limit. The first call
-// of an Advance flips the due lists.
+// of an Advance flips the due lists. Every call first moves staged timers
+// onto the wheel, so one that fire scheduled for later in this Advance's
+// span fires in it.
 func (s *shard) collect(limit int64, buf []uint64, first bool) int {
 	s.mu.Lock()
+	s.drainLanes()
 	if first {
 		s.flip()
 	}
-	if list := s.drainList(); s.heads[list] != nilIndex {
+	if list := s.drainList(); s.due[list-listDueA] != nilIndex {
 		n := s.pop(list, buf)
 		s.mu.Unlock()
 		return n
@@ -332,27 +559,29 @@ func (s *shard) collect(limit int64, buf []uint64, first bool) int {
 	if limit > s.cur {
 		s.cur = limit
 	}
+	s.maybeShrink()
 	s.mu.Unlock()
 	return 0
 }
 
 // pop moves up to len(buf) ids off the front of a list into buf and frees
-// their nodes: from here on the timers count as fired, so Cancel and Reset
+// their timers: from here on the timers count as fired, so Cancel and Reset
 // on them report false.
 func (s *shard) pop(list uint32, buf []uint64) int {
 	n := 0
-	i := s.heads[list]
+	hp := s.headRef(list)
+	i := *hp
 	for i != nilIndex && n < len(buf) {
-		nd := s.at(i)
-		buf[n] = nd.id
+		b := s.blocks[i>>blockShift]
+		k := int(i & blockMask)
+		buf[n] = b.nodes[k].id
 		n++
-		next := s.ln(i).next
-		s.release(i, nd)
-		i = next
+		i = b.links[k].next
+		s.release(b, k, b.states[k].Load()>>1)
 	}
-	s.heads[list] = i
+	*hp = i
 	if i != nilIndex {
-		s.ln(i).prev = nilIndex
+		s.ln(i).prev = headBit | list
 	} else if list < wheelLists {
 		s.bitmap[list>>slotBits] &^= 1 << (list & slotMask)
 	}
@@ -363,13 +592,15 @@ func (s *shard) pop(list uint32, buf []uint64) int {
 // reached; each lands on a lower level (or on the level-0 slot at cur if
 // due now), which is what keeps precision to one tick.
 func (s *shard) cascade(list uint32) {
-	i := s.heads[list]
-	s.heads[list] = nilIndex
+	hp := s.headRef(list)
+	i := *hp
+	*hp = nilIndex
 	s.bitmap[list>>slotBits] &^= 1 << (list & slotMask)
 	for i != nilIndex {
-		n := s.at(i)
-		next := s.ln(i).next
-		s.place(i, n)
+		b := s.blocks[i>>blockShift]
+		k := int(i & blockMask)
+		next := b.links[k].next
+		s.place(b, k)
 		i = next
 	}
 }

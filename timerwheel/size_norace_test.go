@@ -9,3 +9,5 @@ const (
 	sameTickCount = 500_000
 	selfResched   = 1_000_000
 )
+
+const raceEnabled = false

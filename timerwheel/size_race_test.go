@@ -9,3 +9,5 @@ const (
 	sameTickCount = 50_000
 	selfResched   = 100_000
 )
+
+const raceEnabled = true

@@ -5,19 +5,24 @@
 // # Model
 //
 // Like golang.org/x/time/rate, a [Wheel] never looks at the clock: the
-// caller passes time in. [Wheel.Schedule] files a timer for a deadline and
-// an id of the caller's choosing (a sequence number, a slot index) and
-// returns a [Handle]; [Wheel.Advance] with the current time hands the id of
-// every timer due at or before it to a callback, in deadline order. There
+// caller passes time in. [Wheel.ScheduleAt] files a timer for a deadline
+// given as a time.Duration since the wheel's Start and an id of the
+// caller's choosing (a sequence number, a slot index) and returns a
+// [Handle]; [Wheel.AdvanceTo] with the current time since Start hands the
+// id of every timer due at or before it to a callback, in deadline order.
+// The engine keeps its times as nanoseconds since its epoch and makes that
+// epoch the wheel's Start, so it passes them straight in. [Wheel.Schedule],
+// [Wheel.Reset], [Wheel.Advance] and [Wheel.NextDeadline] take and return
+// time.Time instead and are written on top of the Duration methods. There
 // is no goroutine per timer and none at all unless the caller wants the
 // optional [Driver].
 //
-// Time is counted in ticks (1 ms by default in the engine) since the Start
-// of the wheel. A deadline is rounded up to a tick and a time passed to
-// Advance is rounded down, so a timer never fires before its deadline, and
-// fires at the latest in the first Advance whose time is one tick past it
-// (SPEC R14: lateness at most one tick plus the caller's poll interval).
-// A deadline already past fires in the next Advance.
+// Time is counted in ticks (1 ms by default in the engine) since Start. A
+// deadline is rounded up to a tick and a time passed to Advance is rounded
+// down, so a timer never fires before its deadline, and fires at the
+// latest in the first Advance whose time is one tick past it (SPEC R14:
+// lateness at most one tick plus the caller's poll interval). A deadline
+// already past fires in the next Advance.
 //
 // # Structure
 //
@@ -38,48 +43,84 @@
 // non-empty slot, so an Advance over hours of idle time costs work
 // proportional to the timers, not to the ticks.
 //
-// Timers live in a slab that holds no Go pointers, so the garbage
-// collector never scans it, and Schedule, Reset, Cancel and Advance
-// allocate nothing. A timer is 32 bytes: a 24-byte node (deadline, id,
-// generation, list) and its 8-byte links (next and prev as uint32
-// indexes), which are kept in an array of their own so that walking a
-// list chases pointers through a dense 4 MB array (at 500,000 timers)
-// while the loads of the nodes overlap; that halved the cost per fired
-// timer when deadlines are scattered. Lists are doubly linked, so Cancel
-// unlinks at once in O(1). The slab is allocated in chunks of 4096 timers
-// as the number pending grows, never beyond the capacity; at capacity
-// Schedule returns [ErrFull]. Freed timers are reused lowest index first
-// (a bitmap hierarchy, 1 bit a timer), which keeps the timers of one slot
-// close together: with a LIFO free list the slab turned into a random walk
-// after a few million timers and firing cost 250-300 ns a timer instead of
-// about 25. A [Handle] packs the index with the timer's generation, which
-// changes every time the timer is freed: a handle to a fired or cancelled
-// timer can never touch the timer that reuses its place.
+// # Memory (SPEC R15)
+//
+// Timers live in blocks of 64 that hold no Go pointers, so the garbage
+// collector never scans them, and Schedule, Reset, Cancel and Advance
+// allocate nothing at steady state. A timer is 28 bytes: a 16-byte node
+// (deadline, id), its 8-byte links (next and prev as uint32 indexes, kept
+// in an array of their own so that walking a list chases pointers through
+// a dense array while the loads of the nodes overlap) and a 4-byte state
+// word (generation, on-the-wheel bit); lists are doubly linked, so Cancel
+// unlinks at once in O(1), and the first timer of a list names the list in
+// its prev link, so no timer needs a list field. BenchmarkScheduleCancel
+// reports the heap per pending timer (B/timer), slab and free bitmap
+// included.
+//
+// The slab grows in chunks of 1, 1, 2, 4, ... 32, then 68 blocks as the
+// number pending grows, and shrinks again: a wheel that never held a timer
+// costs about a kilobyte (BenchmarkIdle and TestAllocIdleWheel measure the
+// heap of idle wheels), and when the top chunk and the one below it are
+// both free, the top one goes back to the Go heap — no sooner than 4096
+// ticks after the slab last grew, so a load that comes in bursts keeps its
+// chunks. A lane (see Concurrency) keeps the block it took last until its
+// next refill, at most 64 Schedules on its P later; then it moves to the
+// lowest free block, and the slab above can go. Freed timers are reused lowest
+// index first (a bitmap hierarchy, 1 bit a timer), which keeps the timers
+// of one slot close together — with a LIFO free list the slab turned into
+// a random walk after a few million timers and firing cost about ten times
+// as much per timer — and keeps live timers at the bottom of the slab, so
+// the top chunks empty out after a burst. A [Handle] packs the index with
+// the timer's generation, which changes every time the timer ends: a handle
+// to a fired or cancelled timer can never touch the timer that reuses its
+// place (up to 2^31 reuses of one place in between), nor one of a chunk
+// allocated again at the same indexes.
 //
 // # Concurrency
 //
 // All methods are safe for concurrent use. The intended use is many
-// goroutines calling Schedule, Reset and Cancel while one poller calls
-// Advance; Advance calls never overlap (see [Wheel.Advance]).
+// goroutines calling Schedule and Cancel while one poller calls Advance;
+// Advance calls never overlap (see [Wheel.Advance]).
 //
 // A wheel is made of shards, each a complete wheel with its own mutex;
 // Schedule picks the shard from a hash of the id and the Handle remembers
-// it. One shard is the default, chosen by measurement
-// (BenchmarkParallelScheduleCancel, 500,000 pending, 2 goroutines on the
-// 2-core machine behind the README's numbers). Schedule+Cancel costs about
-// 46 ns alone, half of it the two uncontended lock round trips. In
-// b.RunParallel one shard took 61-64 ns an operation and 2, 4 or 8 shards
-// 146-297 ns on a quiet machine: spreading timers by id sends every
-// shard's cache lines back and forth between the cores, where one lock
-// lets a core run a burst of operations on lines it already holds. (Runs
-// beside other busy processes were noisier and now and then favoured 4 or
-// 8 shards by up to a quarter.) Each extra shard also costs Advance a lock
-// per batch: 19 against 35 ns per fired timer with four. Config.Shards is
-// there for machines with many cores and many sending goroutines; measure
-// there before raising it. With several shards Advance merges them so that
-// deadline order holds across the whole wheel.
+// it. One shard is the default, and the right choice on small machines:
+// spreading timers by id sends every shard's cache lines back and forth
+// between the cores, where one lock lets a core run a burst of operations
+// on lines it already holds, and each extra shard costs Advance a lock per
+// batch to merge shards in deadline order
+// (BenchmarkParallelScheduleCancel sweeps the count). Config.Shards is
+// there for machines with many cores; measure there before raising it.
 //
-// Advance never holds a lock while it calls fire: it takes up to 128 due
+// Where Schedule+Cancel's time went, measured with -cpuprofile (hardware
+// counters are not available in the VM the figures come from): with the
+// shard mutex taken by both calls, more than half of the time was the two
+// lock round trips — four atomic read-modify-write instructions, each
+// about as costly as the rest of the work of one call — then the free
+// bitmap (about an eighth), placing the timer on its level (about a
+// tenth) and converting the deadline (about a fourteenth). So the sender
+// path was cut to one atomic instruction:
+//
+//   - Staging. A wheel without a Capacity (the engine's) gives each shard
+//     one lane per P (GOMAXPROCS at New). Schedule pins its goroutine to
+//     its P, as sync.Pool does, takes a timer of the block its lane owns
+//     from a plain bit mask, writes it, and publishes it by setting one bit
+//     of the lane's staged word. Every lock holder first moves the staged
+//     timers onto the wheel: Advance, before it looks for due timers, so a
+//     staged timer fires exactly when it would have on the locked path;
+//     NextDeadline, Len and Reset likewise. A lane takes the lock (only
+//     trying it: a pinned goroutine must not block; if it fails, Schedule
+//     takes the locked path) about once per 64 Schedules, to take back the
+//     timers of its block that ended and move to the lowest free block.
+//   - Cancel is lock-free for a staged timer: one CAS on the timer's state
+//     word, racing the drain's CAS, so exactly one of them wins. A timer
+//     already on the wheel is unlinked under the lock as before.
+//
+// A wheel with a Capacity keeps every Schedule on the locked path: a lane
+// holds up to 64 timers no other P can take, which an exact ErrFull cannot
+// allow.
+//
+// Advance never holds a lock while it calls fire: it takes up to 64 due
 // ids of one tick into a buffer under the shard lock, frees their timers,
 // unlocks, and calls fire for each. fire may therefore call Schedule, Reset
 // and Cancel on the same wheel. A timer counts as fired once it is taken
@@ -91,6 +132,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -98,9 +141,9 @@ import (
 // MaxShards is the largest Config.Shards (a Handle has 6 bits for it).
 const MaxShards = 64
 
-// MaxCapacity is the largest Config.Capacity: 2^26 timers per shard, times
-// the number of shards (a Handle has 26 bits for the node index). At
-// 32 bytes a timer, one full shard is 2 GiB.
+// MaxCapacity is the most timers one shard holds: 2^26 (a Handle has 26
+// bits for the index). Config.Capacity is at most MaxCapacity·Shards. At
+// 28 bytes a timer, one full shard is 1.75 GiB.
 const MaxCapacity = 1 << indexBits
 
 // DefaultTick is the tick of the engine's wheels (SPEC R14: the lateness
@@ -113,17 +156,19 @@ const (
 	shardShift = indexBits
 	shardMask  = MaxShards - 1
 	genShift   = 32
+	handleBit  = 1 << 63 // set in every Handle Schedule returns, so none is 0
 
-	// batchSize is how many due ids Advance takes per lock; 128 amortises
+	// batchSize is how many due ids Advance takes per lock; 64 amortises
 	// the lock to well under a nanosecond per timer while keeping the
-	// buffer (1 KiB) in L1.
-	batchSize = 128
+	// buffer (512 bytes) small.
+	batchSize = 64
 )
 
 // Errors. Each is returned as is or wrapped (test with errors.Is); a call
 // that returns one changes nothing.
 var (
-	// ErrFull is returned by Schedule when Capacity timers are pending.
+	// ErrFull is returned by Schedule when Capacity timers are pending
+	// (MaxCapacity·Shards for a wheel without a Capacity).
 	ErrFull = errors.New("timerwheel: capacity reached")
 	// ErrDeadline is returned by Schedule and Reset for a deadline so far
 	// after Start that the distance does not fit a time.Duration (about 292
@@ -134,18 +179,18 @@ var (
 )
 
 // Handle names one scheduled timer for Reset and Cancel. It packs the
-// shard, the node index and the node's generation, so a handle kept after
-// its timer fired or was cancelled is stale forever: Reset and Cancel on it
-// report false and never touch a timer that reuses the node. The zero
+// shard, the timer's index and its generation, so a handle kept after its
+// timer fired or was cancelled is stale forever: Reset and Cancel on it
+// report false and never touch a timer that reuses the place. The zero
 // Handle is never returned by Schedule, so 0 can mean "no timer" in a
 // caller's pointer-free struct.
 type Handle uint64
 
 func makeHandle(gen uint32, shard int, index uint32) Handle {
-	return Handle(uint64(gen)<<genShift | uint64(shard)<<shardShift | uint64(index))
+	return Handle(handleBit | uint64(gen)<<genShift | uint64(shard)<<shardShift | uint64(index))
 }
 
-func (h Handle) gen() uint32   { return uint32(h >> genShift) }
+func (h Handle) gen() uint32   { return uint32(h>>genShift) & genMask }
 func (h Handle) shard() int    { return int(h>>shardShift) & shardMask }
 func (h Handle) index() uint32 { return uint32(h) & indexMask }
 
@@ -155,14 +200,17 @@ type Config struct {
 	// to it and the time passed to Advance down, so it bounds lateness.
 	// The engine uses DefaultTick (1 ms).
 	Tick time.Duration
-	// Start is tick 0: the wheel counts time from it. Pass a time with a
-	// monotonic reading (time.Now()) when deadlines and the times given to
-	// Advance come from time.Now(), so that wall-clock steps do not matter.
+	// Start is tick 0: the wheel counts time from it, and the Duration
+	// methods take times since it. Pass a time with a monotonic reading
+	// (time.Now()) when deadlines and the times given to Advance come from
+	// time.Now(), so that wall-clock steps do not matter.
 	Start time.Time
 	// Capacity is the most timers that may be pending at once (1 to
-	// MaxCapacity·Shards); beyond it Schedule returns ErrFull. Memory grows
-	// with use in chunks of 4096 timers (128 KiB) up to Capacity×32 bytes,
-	// plus Capacity/8 bytes up front for the bitmap of free timers.
+	// MaxCapacity·Shards); beyond it Schedule returns ErrFull, exactly.
+	// 0 means no limit but MaxCapacity·Shards, and lets Schedule stage
+	// timers per P without the shard lock (see the package comment); the
+	// engine, which bounds its contexts itself, passes 0. Memory follows
+	// the timers pending either way, about 28 bytes a timer.
 	Capacity int
 	// Shards is the number of independently locked sub-wheels, a power of
 	// two from 1 to MaxShards; 0 means 1. See the package comment for the
@@ -174,9 +222,11 @@ type Config struct {
 // [NewConfig]; the zero Wheel is not usable. All methods are safe for
 // concurrent use.
 type Wheel struct {
-	tick      int64 // nanoseconds
+	tick      int64  // nanoseconds
+	recip     uint64 // ⌊(2^64-1)/tick⌋, see divTick
 	start     time.Time
 	shardBits uint
+	capacity  int
 	shards    []shard
 
 	// Written by every Advance; kept off the line the fields above share,
@@ -188,14 +238,16 @@ type Wheel struct {
 }
 
 // New returns a wheel with one shard that counts ticks of length tick from
-// start and holds at most capacity pending timers. Errors wrap ErrInvalidConfig.
-// It is NewConfig(Config{Tick: tick, Start: start, Capacity: capacity}).
+// start and holds at most capacity pending timers (0: no limit but
+// MaxCapacity). Errors wrap ErrInvalidConfig. It is
+// NewConfig(Config{Tick: tick, Start: start, Capacity: capacity}).
 func New(tick time.Duration, start time.Time, capacity int) (*Wheel, error) {
 	return NewConfig(Config{Tick: tick, Start: start, Capacity: capacity})
 }
 
 // NewConfig returns a wheel for c. Errors wrap ErrInvalidConfig and name the
-// field.
+// field. It allocates only the wheel's headers (a few hundred bytes per
+// shard); timers' memory comes with the timers.
 func NewConfig(c Config) (*Wheel, error) {
 	if c.Tick <= 0 {
 		return nil, fmt.Errorf("%w: Tick %v must be positive", ErrInvalidConfig, c.Tick)
@@ -207,16 +259,25 @@ func NewConfig(c Config) (*Wheel, error) {
 	if shards < 0 || shards > MaxShards || shards&(shards-1) != 0 {
 		return nil, fmt.Errorf("%w: Shards %d must be a power of two from 1 to %d", ErrInvalidConfig, c.Shards, MaxShards)
 	}
-	if c.Capacity <= 0 || c.Capacity > MaxCapacity*shards {
-		return nil, fmt.Errorf("%w: Capacity %d must be from 1 to %d", ErrInvalidConfig, c.Capacity, MaxCapacity*shards)
+	if c.Capacity < 0 || c.Capacity > MaxCapacity*shards {
+		return nil, fmt.Errorf("%w: Capacity %d must be from 0 to %d", ErrInvalidConfig, c.Capacity, MaxCapacity*shards)
 	}
 	w := &Wheel{
-		tick:   int64(c.Tick),
-		start:  c.Start,
-		shards: make([]shard, shards),
+		tick:     int64(c.Tick),
+		recip:    math.MaxUint64 / uint64(c.Tick),
+		start:    c.Start,
+		capacity: c.Capacity,
+		shards:   make([]shard, shards),
 	}
 	for shards>>w.shardBits > 1 {
 		w.shardBits++
+	}
+	if c.Capacity == 0 {
+		w.capacity = MaxCapacity * shards
+		for i := range w.shards {
+			w.shards[i].init(MaxCapacity, runtime.GOMAXPROCS(0))
+		}
+		return w, nil
 	}
 	// Split the capacity so that the shards add up to exactly Capacity;
 	// Schedule spills into another shard when its own is full.
@@ -225,7 +286,7 @@ func NewConfig(c Config) (*Wheel, error) {
 		if i < c.Capacity%shards {
 			capacity++
 		}
-		w.shards[i].init(uint32(capacity))
+		w.shards[i].init(uint32(capacity), 0)
 	}
 	return w, nil
 }
@@ -237,40 +298,53 @@ func (w *Wheel) Tick() time.Duration { return time.Duration(w.tick) }
 func (w *Wheel) Start() time.Time { return w.start }
 
 // Cap returns the most timers that may be pending at once.
-func (w *Wheel) Cap() int {
-	c := 0
-	for i := range w.shards {
-		c += int(w.shards[i].capacity)
+func (w *Wheel) Cap() int { return w.capacity }
+
+// divTick returns d / tick and d % tick for d ≥ 0 without a division
+// instruction: the high half of d·⌊(2^64-1)/tick⌋ is the quotient or one
+// less (the error is below d·(tick+1)/(tick·2^64) < 1 for d < 2^63), and
+// the remainder tells which. The division was a measurable part of
+// Schedule.
+func (w *Wheel) divTick(d int64) (q, r int64) {
+	hi, _ := bits.Mul64(uint64(d), w.recip)
+	q = int64(hi)
+	r = d - q*w.tick
+	if r >= w.tick {
+		q++
+		r -= w.tick
 	}
-	return c
+	return q, r
 }
 
-// deadlineTick converts a deadline to ticks since Start, rounded up so that
-// a timer never fires early; a deadline at or before Start is tick 0, which
+// ticksUp converts a deadline since Start to ticks, rounded up so that a
+// timer never fires early; a deadline at or before Start is tick 0, which
 // is always past.
-func (w *Wheel) deadlineTick(deadline time.Time) (int64, error) {
-	d := int64(deadline.Sub(w.start))
-	if d <= 0 {
-		return 0, nil
-	}
-	if d == math.MaxInt64 { // Sub saturated: the true distance is unknown
-		return 0, ErrDeadline
-	}
-	t := d / w.tick
-	if d%w.tick != 0 {
-		t++
-	}
-	return t, nil
-}
-
-// nowTick converts a time given to Advance to ticks since Start, rounded
-// down.
-func (w *Wheel) nowTick(now time.Time) int64 {
-	d := int64(now.Sub(w.start))
+func (w *Wheel) ticksUp(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return d / w.tick
+	q, r := w.divTick(int64(d))
+	if r != 0 {
+		q++
+	}
+	return q
+}
+
+// ticksDown converts a time since Start given to Advance to ticks, rounded
+// down.
+func (w *Wheel) ticksDown(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	q, _ := w.divTick(int64(d))
+	return q
+}
+
+// since returns deadline - Start, or false if the distance does not fit a
+// time.Duration (time.Time.Sub saturated).
+func (w *Wheel) since(deadline time.Time) (time.Duration, bool) {
+	d := deadline.Sub(w.start)
+	return d, d != math.MaxInt64
 }
 
 func (w *Wheel) shardOf(id uint64) int {
@@ -279,104 +353,156 @@ func (w *Wheel) shardOf(id uint64) int {
 	return int((id * 0x9E3779B97F4A7C15) >> (64 - w.shardBits))
 }
 
-// Schedule files a timer that hands id to Advance's fire callback at the
-// first Advance at or after deadline (rounded up to a tick; a deadline
-// already past fires in the next Advance). It returns the timer's Handle,
-// never 0. Errors: ErrFull when Capacity timers are pending, ErrDeadline
-// for a deadline about 292 years or more after Start. Called from fire
-// during an Advance, a deadline at or before the tick being fired waits for
-// the next Advance, so a timer that keeps rescheduling itself at "now"
-// cannot keep one Advance running forever.
-func (w *Wheel) Schedule(deadline time.Time, id uint64) (Handle, error) {
-	t, err := w.deadlineTick(deadline)
-	if err != nil {
-		return 0, err
-	}
+// ScheduleAt files a timer that hands id to Advance's fire callback at the
+// first Advance at or after d, a time since Start (rounded up to a tick; a
+// deadline already past fires in the next Advance). It returns the timer's
+// Handle, never 0. Error: ErrFull when Capacity timers are pending. Called
+// from fire during an Advance, a deadline at or before the tick being fired
+// waits for the next Advance, so a timer that keeps rescheduling itself at
+// "now" cannot keep one Advance running forever.
+func (w *Wheel) ScheduleAt(d time.Duration, id uint64) (Handle, error) {
+	t := w.ticksUp(d)
 	home := w.shardOf(id)
+	if w.shards[home].lanes != nil {
+		if h, ok := w.shards[home].stage(home, t, id); ok {
+			return h, nil
+		}
+	}
 	// A full shard spills into the next one with room, so that ErrFull
 	// means the whole wheel is full, not just the id's shard.
 	for k := range len(w.shards) {
 		si := (home + k) & (len(w.shards) - 1)
 		s := &w.shards[si]
 		s.mu.Lock()
-		if i, n, ok := s.alloc(); ok {
-			n.deadline = t
-			n.id = id
-			s.insert(i, n)
+		if b, bk, ok := s.alloc(); ok {
+			b.nodes[bk] = node{deadline: t, id: id}
+			g := b.states[bk].Load() >> 1
 			s.count++
-			gen := n.gen
+			s.insert(b, bk)
+			b.states[bk].Store(g<<1 | stWheel)
 			s.mu.Unlock()
-			return makeHandle(gen, si, i), nil
+			return makeHandle(g, si, b.base+uint32(bk)), nil
 		}
 		s.mu.Unlock()
 	}
 	return 0, ErrFull
 }
 
-// live returns the shard and node of a handle whose timer is pending, with
-// the shard locked; ok is false (and nothing locked) otherwise.
-func (w *Wheel) live(h Handle) (s *shard, i uint32, n *node, ok bool) {
-	si := h.shard()
-	if si >= len(w.shards) {
-		return nil, 0, nil, false
+// Schedule is ScheduleAt for a deadline given as a time. It also returns
+// ErrDeadline for a deadline about 292 years or more after Start.
+func (w *Wheel) Schedule(deadline time.Time, id uint64) (Handle, error) {
+	d, ok := w.since(deadline)
+	if !ok {
+		return 0, ErrDeadline
 	}
-	s = &w.shards[si]
-	i = h.index()
-	s.mu.Lock()
-	n = s.lookup(i)
-	if n == nil || n.gen != h.gen() || n.list == listFree {
-		s.mu.Unlock()
-		return nil, 0, nil, false
-	}
-	return s, i, n, true
+	return w.ScheduleAt(d, id)
 }
 
 // Cancel stops the timer h so that its id is never handed to fire, and
-// frees its place at once. It returns true if it stopped a pending timer,
-// false if h is 0 or stale (the timer already fired or was cancelled).
-// Concurrent with Advance exactly one of the two wins: if Cancel returns
-// false for a timer that had been pending, fire is called (or has been
-// called) for it. h must come from this wheel: a handle of another wheel
-// may name one of this wheel's timers.
+// frees its place. It returns true if it stopped a pending timer, false if
+// h is 0 or stale (the timer already fired or was cancelled). Concurrent
+// with Advance exactly one of the two wins: if Cancel returns false for a
+// timer that had been pending, fire is called (or has been called) for it.
+// h must come from this wheel: a handle of another wheel may name one of
+// this wheel's timers.
 func (w *Wheel) Cancel(h Handle) bool {
-	s, i, n, ok := w.live(h)
-	if !ok {
+	if h&handleBit == 0 || h.shard() >= len(w.shards) {
 		return false
 	}
-	s.unlink(i, n)
-	s.release(i, n)
+	s := &w.shards[h.shard()]
+	i := h.index()
+	b := s.blockLF(i >> blockShift)
+	if b == nil {
+		return false
+	}
+	k := int(i & blockMask)
+	st := &b.states[k]
+	g := h.gen()
+	for {
+		v := st.Load()
+		if v>>1 != g {
+			return false
+		}
+		if v&stWheel != 0 {
+			break
+		}
+		// Idle at h's generation: staged, if the lane that owns the block
+		// has published it (else h is forged, or a drain is moving it onto
+		// the wheel; the lock settles both). Beat the drain to it: the
+		// timer goes back to its lane at the lane's next refill.
+		ow := b.owner.Load()
+		if ow == 0 || s.lanes[ow-1].staged.Load()&(1<<k) == 0 {
+			break
+		}
+		if st.CompareAndSwap(v, nextGen(g)<<1) {
+			return true
+		}
+	}
+	s.mu.Lock()
+	v := st.Load()
+	if ow := b.owner.Load(); v == g<<1 && ow > 0 {
+		s.drainLane(&s.lanes[ow-1])
+		v = st.Load()
+	}
+	if v != g<<1|stWheel {
+		s.mu.Unlock()
+		return false
+	}
+	s.unlink(b, k)
+	s.release(b, k, g)
 	s.mu.Unlock()
 	return true
 }
 
-// Reset moves the pending timer h to a new deadline, keeping its id and
-// its handle; it is as if the timer were cancelled and scheduled again,
-// without the risk of ErrFull. It returns false (and changes nothing) if
-// h is stale as for Cancel, or if the deadline is out of range (see
-// Schedule).
+// ResetAt moves the pending timer h to a new deadline d, a time since
+// Start, keeping its id and its handle; it is as if the timer were
+// cancelled and scheduled again, without the risk of ErrFull. It returns
+// false (and changes nothing) if h is stale as for Cancel.
+func (w *Wheel) ResetAt(h Handle, d time.Duration) bool {
+	if h&handleBit == 0 || h.shard() >= len(w.shards) {
+		return false
+	}
+	t := w.ticksUp(d)
+	s := &w.shards[h.shard()]
+	s.mu.Lock()
+	b := s.blockAt(h.index() >> blockShift)
+	if b == nil {
+		s.mu.Unlock()
+		return false
+	}
+	k := int(h.index() & blockMask)
+	g := h.gen()
+	v := b.states[k].Load()
+	if ow := b.owner.Load(); v == g<<1 && ow > 0 {
+		// Staged: the drain moves it onto the wheel, unless a Cancel won.
+		s.drainLane(&s.lanes[ow-1])
+		v = b.states[k].Load()
+	}
+	if v != g<<1|stWheel {
+		s.mu.Unlock()
+		return false
+	}
+	s.unlink(b, k)
+	b.nodes[k].deadline = t
+	s.insert(b, k)
+	s.mu.Unlock()
+	return true
+}
+
+// Reset is ResetAt for a deadline given as a time. It also returns false
+// for a deadline out of range (see Schedule).
 func (w *Wheel) Reset(h Handle, deadline time.Time) bool {
-	t, err := w.deadlineTick(deadline)
-	if err != nil {
-		return false
-	}
-	s, i, n, ok := w.live(h)
-	if !ok {
-		return false
-	}
-	s.unlink(i, n)
-	n.deadline = t
-	s.insert(i, n)
-	s.mu.Unlock()
-	return true
+	d, ok := w.since(deadline)
+	return ok && w.ResetAt(h, d)
 }
 
-// Advance fires every timer due at or before now: it calls fire with each
-// one's id, in deadline order (by tick; timers of the same tick in no
-// particular order), and returns how many it fired. Timers scheduled with a
-// deadline at or before the tick being fired while this Advance runs fire
-// in the next one. The wheel's clock never goes back: a now before the
-// latest Advance's counts as that one's, so it fires only past-due timers.
-// A nil fire discards the due timers.
+// AdvanceTo fires every timer due at or before now, a time since Start: it
+// calls fire with each one's id, in deadline order (by tick; timers of the
+// same tick in no particular order), and returns how many it fired. Timers
+// scheduled with a deadline at or before the tick being fired while this
+// Advance runs fire in the next one. The wheel's clock never goes back: a
+// now before the latest Advance's counts as that one's, so it fires only
+// past-due timers. A nil fire discards the due timers.
 //
 // fire is called without any lock held and may call Schedule, Reset and
 // Cancel on this wheel (the engine re-sends a read and schedules its next
@@ -384,8 +510,8 @@ func (w *Wheel) Reset(h Handle, deadline time.Time) bool {
 // runs, from another goroutine or from inside fire, returns 0 at once
 // without firing anything, and the running one fires what was due at its
 // own now. If fire panics, the panic propagates, the ids left in the
-// current batch (at most 127) are lost, and the wheel stays usable.
-func (w *Wheel) Advance(now time.Time, fire func(id uint64)) int {
+// current batch (at most 63) are lost, and the wheel stays usable.
+func (w *Wheel) AdvanceTo(now time.Duration, fire func(id uint64)) int {
 	if !w.advancing.CompareAndSwap(false, true) {
 		return 0
 	}
@@ -393,7 +519,7 @@ func (w *Wheel) Advance(now time.Time, fire func(id uint64)) int {
 	// The wheel's clock never goes back: a time before the latest Advance
 	// fires what is due by that Advance's time (past-due timers only).
 	prev := w.lastTick.Load()
-	limit := max(w.nowTick(now), prev)
+	limit := max(w.ticksDown(now), prev)
 	if limit != prev {
 		w.lastTick.Store(limit)
 	}
@@ -401,6 +527,11 @@ func (w *Wheel) Advance(now time.Time, fire func(id uint64)) int {
 		return w.advanceOne(&w.shards[0], limit, fire)
 	}
 	return w.advanceMerge(limit, prev, fire)
+}
+
+// Advance is AdvanceTo for a time.
+func (w *Wheel) Advance(now time.Time, fire func(id uint64)) int {
+	return w.AdvanceTo(now.Sub(w.start), fire)
 }
 
 func (w *Wheel) advanceOne(s *shard, limit int64, fire func(id uint64)) int {
@@ -460,33 +591,44 @@ func (w *Wheel) Len() int {
 	for i := range w.shards {
 		s := &w.shards[i]
 		s.mu.Lock()
+		s.drainLanes()
 		n += s.count
 		s.mu.Unlock()
 	}
 	return n
 }
 
-// NextDeadline returns when the next Advance may have work to do, and false
-// if no timer is pending. The time is never later than the earliest pending
-// deadline (rounded up to a tick), so a driver that sleeps until it never
-// fires a timer late. It can be earlier than that deadline: the start of a
-// higher-level slot whose timers an Advance must first move to lower
-// levels, after which NextDeadline is closer (at most one such step per
-// level). A past-due timer gives the time of the last Advance, rounded down
-// to a tick.
-func (w *Wheel) NextDeadline() (time.Time, bool) {
+// NextDeadlineAt returns when, as a time since Start, the next Advance may
+// have work to do, and false if no timer is pending. The time is never
+// later than the earliest pending deadline (rounded up to a tick), so a
+// driver that sleeps until it never fires a timer late. It can be earlier
+// than that deadline: the start of a higher-level slot whose timers an
+// Advance must first move to lower levels, after which NextDeadline is
+// closer (at most one such step per level). A past-due timer gives the
+// time of the last Advance, rounded down to a tick. A time beyond what a
+// time.Duration holds is returned as math.MaxInt64.
+func (w *Wheel) NextDeadlineAt() (time.Duration, bool) {
 	e := int64(noTick)
 	for i := range w.shards {
 		e = min(e, w.shards[i].earliest())
 	}
 	if e == noTick {
-		return time.Time{}, false
+		return 0, false
 	}
 	// A shard's own clock may lag the last Advance (see shard.peek);
 	// anything it holds before that is due now.
 	e = max(e, w.lastTick.Load())
 	if e > math.MaxInt64/w.tick {
-		return w.start.Add(math.MaxInt64), true
+		return math.MaxInt64, true
 	}
-	return w.start.Add(time.Duration(e * w.tick)), true
+	return time.Duration(e * w.tick), true
+}
+
+// NextDeadline is NextDeadlineAt as a time.
+func (w *Wheel) NextDeadline() (time.Time, bool) {
+	d, ok := w.NextDeadlineAt()
+	if !ok {
+		return time.Time{}, false
+	}
+	return w.start.Add(d), true
 }

@@ -48,7 +48,6 @@ func TestConfigErrors(t *testing.T) {
 	bad := []Config{
 		{Tick: 0, Capacity: 1},
 		{Tick: -time.Millisecond, Capacity: 1},
-		{Tick: time.Millisecond, Capacity: 0},
 		{Tick: time.Millisecond, Capacity: -5},
 		{Tick: time.Millisecond, Capacity: MaxCapacity + 1},
 		{Tick: time.Millisecond, Capacity: 10, Shards: 3},
@@ -392,8 +391,10 @@ func TestSelfReschedule(t *testing.T) {
 // TestFireMayUseWheel: fire can Schedule, Reset and Cancel, and a nested
 // Advance returns 0 instead of deadlocking.
 func TestFireMayUseWheel(t *testing.T) {
-	for _, shards := range []int{1, 8} {
-		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: 64, Shards: shards})
+	for _, cfg := range []Config{{Capacity: 64, Shards: 1}, {Capacity: 64, Shards: 8}, {Shards: 1}, {Shards: 8}} {
+		shards := cfg.Shards
+		cfg.Tick, cfg.Start = time.Millisecond, t0
+		w, err := NewConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -424,7 +425,7 @@ func TestFireMayUseWheel(t *testing.T) {
 			}
 		})
 		if len(got) != 4 || got[2] != 4 || got[3] != 5 {
-			t.Fatalf("shards %d: fired %v, want 1 and 2 then 4 (reset to 7ms) then 5 (8ms)", shards, got)
+			t.Fatalf("capacity %d shards %d: fired %v, want 1 and 2 then 4 (reset to 7ms) then 5 (8ms)", cfg.Capacity, shards, got)
 		}
 	}
 }
@@ -433,8 +434,8 @@ func TestFireMayUseWheel(t *testing.T) {
 // fires the same timers: every timer has exactly one outcome.
 func TestCancelRacesAdvance(t *testing.T) {
 	const n = 20_000
-	for _, shards := range []int{1, 4} {
-		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: n, Shards: shards})
+	for _, c := range []struct{ capacity, shards int }{{n, 1}, {n, 4}, {0, 1}, {0, 4}} {
+		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: c.capacity, Shards: c.shards})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -460,8 +461,8 @@ func TestCancelRacesAdvance(t *testing.T) {
 		}
 		wg.Wait()
 		for i := range n {
-			if f, c := fired[i].Load(), cancelled[i].Load(); f+c != 1 {
-				t.Fatalf("timer %d: fired %d times, cancelled %d times", i, f, c)
+			if f, cn := fired[i].Load(), cancelled[i].Load(); f+cn != 1 {
+				t.Fatalf("%+v: timer %d: fired %d times, cancelled %d times", c, i, f, cn)
 			}
 		}
 		if w.Len() != 0 {
@@ -475,8 +476,9 @@ func TestCancelRacesAdvance(t *testing.T) {
 // exactly-once bookkeeping.
 func TestConcurrentUse(t *testing.T) {
 	const perG, goroutines = 5000, 4
-	for _, shards := range []int{1, 4} {
-		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: perG * goroutines, Shards: shards})
+	for _, c := range []struct{ capacity, shards int }{{perG * goroutines, 1}, {perG * goroutines, 4}, {0, 1}, {0, 4}} {
+		shards := c.shards
+		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: c.capacity, Shards: shards})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -521,7 +523,7 @@ func TestConcurrentUse(t *testing.T) {
 		w.Advance(t0.Add(time.Duration(clock.Add(100))*time.Millisecond), fire)
 		for i := range outcome {
 			if o := outcome[i].Load(); o != 1 {
-				t.Fatalf("shards %d: timer %d had %d outcomes", shards, i, o)
+				t.Fatalf("capacity %d shards %d: timer %d had %d outcomes", c.capacity, shards, i, o)
 			}
 		}
 	}
@@ -530,28 +532,35 @@ func TestConcurrentUse(t *testing.T) {
 // TestZeroAllocs: Schedule, Reset, Cancel and Advance allocate nothing at
 // steady state (once the slab chunk exists).
 func TestZeroAllocs(t *testing.T) {
-	w := newWheel(t, 1024)
-	for i := range uint64(512) {
-		mustSchedule(t, w, t0.Add(time.Duration(i)*time.Second), i)
-	}
-	now := t0
-	fire := func(uint64) {}
-	allocs := testing.AllocsPerRun(1000, func() {
-		h, err := w.Schedule(now.Add(30*time.Millisecond), 1)
-		if err != nil {
-			t.Fatal(err)
+	for _, capacity := range []int{1024, 0} {
+		w := newWheel(t, capacity)
+		for i := range uint64(512) {
+			mustSchedule(t, w, t0.Add(time.Duration(i)*time.Second), i)
 		}
-		w.Reset(h, now.Add(40*time.Millisecond))
-		w.Cancel(h)
-		if _, err := w.Schedule(now.Add(2*time.Millisecond), 2); err != nil {
-			t.Fatal(err)
+		now := t0
+		fire := func(uint64) {}
+		allocs := testing.AllocsPerRun(1000, func() {
+			h, err := w.Schedule(now.Add(30*time.Millisecond), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Reset(h, now.Add(40*time.Millisecond))
+			w.Cancel(h)
+			if _, err := w.Schedule(now.Add(2*time.Millisecond), 2); err != nil {
+				t.Fatal(err)
+			}
+			h, err = w.ScheduleAt(now.Sub(t0)+time.Second, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Cancel(h)
+			now = now.Add(time.Millisecond)
+			w.Advance(now, fire)
+			w.NextDeadline()
+		})
+		if allocs != 0 {
+			t.Fatalf("capacity %d: %v allocations per Schedule+Reset+Cancel+Advance", capacity, allocs)
 		}
-		now = now.Add(time.Millisecond)
-		w.Advance(now, fire)
-		w.NextDeadline()
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per Schedule+Reset+Cancel+Advance", allocs)
 	}
 }
 
@@ -661,18 +670,22 @@ func TestFarCancelAndClockBack(t *testing.T) {
 	}
 }
 
-// TestGenerationWrap: after 2^32 reuses of a node its generation skips 0,
-// so Schedule still never returns the zero Handle.
+// TestGenerationWrap: after 2^31 reuses of a timer its generation wraps
+// to 0, and Schedule still never returns the zero Handle.
 func TestGenerationWrap(t *testing.T) {
 	w := newWheel(t, 1)
 	h := mustSchedule(t, w, t0.Add(time.Second), 1)
-	w.shards[0].at(h.index()).gen = math.MaxUint32 // as if reused 2^32-1 times
-	if !w.Cancel(makeHandle(math.MaxUint32, h.shard(), h.index())) {
+	b := w.shards[0].blocks[0]
+	b.states[h.index()].Store(genMask<<1 | stWheel) // as if reused 2^31-1 times
+	if !w.Cancel(makeHandle(genMask, h.shard(), h.index())) {
 		t.Fatal("Cancel = false")
 	}
 	h2 := mustSchedule(t, w, t0.Add(time.Second), 2)
-	if h2.gen() != 1 {
-		t.Fatalf("generation after wrap = %d, want 1", h2.gen())
+	if h2.gen() != 0 || h2 == 0 {
+		t.Fatalf("after the wrap: handle %#x, generation %d; want generation 0, handle not 0", h2, h2.gen())
+	}
+	if !w.Cancel(h2) {
+		t.Fatal("Cancel after the wrap = false")
 	}
 }
 
