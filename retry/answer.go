@@ -16,7 +16,7 @@ func (f *flight) accept(pkt wire.Response, from ProxyID) bool {
 		f.z.stats.duplicates.Add(1)
 		return false
 	}
-	if f.m.asyncID != pkt.AsyncID() || !f.hasTried(from) {
+	if f.asyncID() != pkt.AsyncID() || !f.hasTried(from) {
 		f.z.stats.stray.Add(1)
 		return false
 	}
@@ -36,7 +36,7 @@ func (f *flight) accept(pkt wire.Response, from ProxyID) bool {
 func (f *flight) respond(pkt wire.Response, result int32, haveMore bool, keep []bool, nrec int) {
 	m := f.m
 	f.c.poll.rsp = Response{
-		zone: f.z.key, seq: f.seq, asyncID: m.asyncID, cmd: wire.Command(m.cmd), result: result, haveMore: haveMore,
+		zone: f.z.key, seq: f.seq, asyncID: f.asyncID(), cmd: wire.Command(m.cmd), result: result, haveMore: haveMore,
 		attempts: int(m.ntried), userBuf: f.ref.UserBuf(), pkt: pkt, hasPkt: true, keep: keep, nrec: nrec,
 		waiter: m.waiter,
 	}

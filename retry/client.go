@@ -27,8 +27,18 @@ const (
 	MaxBudget = time.Hour
 	// DefaultWaitTimeout is Config.WaitTimeout's default.
 	DefaultWaitTimeout = 5 * time.Second
+	// MaxContextsPerZone is the largest context cap: 2^24 contexts per zone
+	// (gigabytes of contexts already). With MaxWaitingPerZone it keeps a
+	// zone's pending timers far below what its timing wheel can hold
+	// (timerwheel.MaxCapacity, 2^26), so scheduling a timer cannot fail.
+	MaxContextsPerZone = 1 << 24
 	// DefaultMaxWaiting is Config.MaxWaitingPerZone's default.
 	DefaultMaxWaiting = 500_000
+	// MaxWaitingPerZone is the largest Config.MaxWaitingPerZone: 2^24.
+	MaxWaitingPerZone = 1 << 24
+	// MaxWaitTimeout bounds Config.WaitTimeout (24 h), and 30 times it
+	// Config.MaxWaitTotal, so every deadline fits the timing wheel.
+	MaxWaitTimeout = 24 * time.Hour
 	// DefaultRetryRatio is the storm guard's default ratio (SPEC R19): a
 	// zone re-sends at most 0.4 reads per read over the window. It keeps a
 	// zone with one host of four dark whole (a quarter of the reads need one
@@ -93,7 +103,8 @@ type Config struct {
 	PollInterval time.Duration
 	// MaxWaitingPerZone bounds the requests without a context a zone tracks
 	// at once (each keeps its user buffer and a small header); beyond it Send
-	// returns ErrTooManyRequests. 0 means DefaultMaxWaiting.
+	// returns ErrTooManyRequests. 0 means DefaultMaxWaiting; at most the
+	// constant MaxWaitingPerZone.
 	MaxWaitingPerZone int
 }
 
@@ -163,10 +174,6 @@ type Client struct {
 	proxyIDs  map[Proxy]ProxyID
 	hostIDs   map[string]uint16
 
-	orphanMu sync.Mutex
-	orphans  []orphan
-	orphanN  atomic.Int32
-
 	// Client-wide counters (SPEC R17): frames that name no zone, frames that
 	// do not parse (ClientStats).
 	malformed   atomic.Uint64
@@ -188,13 +195,6 @@ type Client struct {
 	waiters      waiters
 }
 
-// orphan is a context whose timer could not be scheduled (wheel at
-// capacity); the poller retries until it can.
-type orphan struct {
-	z   *zone
-	seq uint64
-}
-
 // New returns a Client with read retry off (both budgets 0, SPEC R1) and no
 // zones. Errors wrap ErrInvalidConfig: no Transport, a negative duration or
 // count.
@@ -204,6 +204,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitTotal < 0 || cfg.PollInterval < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 {
 		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitTotal, PollInterval, MaxWaitingPerZone or Shards", ErrInvalidConfig)
+	}
+	if cfg.WaitTimeout > MaxWaitTimeout || cfg.MaxWaitTotal > 30*MaxWaitTimeout || cfg.MaxWaitingPerZone > MaxWaitingPerZone {
+		return nil, fmt.Errorf("%w: WaitTimeout above %v, MaxWaitTotal above %v or MaxWaitingPerZone above %d",
+			ErrInvalidConfig, MaxWaitTimeout, 30*MaxWaitTimeout, MaxWaitingPerZone)
 	}
 	c := &Client{
 		tr:          cfg.Transport,
@@ -293,30 +297,21 @@ func (c *Client) ReadRetryTimeout() (simple, complex time.Duration) {
 }
 
 // SetReadRetryMaxContextCountPerZone sets the most read retry contexts one
-// zone keeps (SPEC R2); n <= 0 means DefaultMaxContexts (500,000). Zones
-// added later inherit it. At the cap a read is still sent, without a
+// zone keeps (SPEC R2); n <= 0 means DefaultMaxContexts (500,000), and n is
+// at most MaxContextsPerZone. The change applies at once to every zone,
+// those added earlier included, raising as well as lowering: the zone's own
+// count is the only limit (its context table and timing wheel grow with
+// the contexts in flight). At the cap a read is still sent, without a
 // context: it will not be retried. Lowering the cap never drops contexts in
-// flight; new reads wait for the count to fall below it. A zone's timing
-// wheel is sized when the zone is added, for the larger of the cap then and
-// DefaultMaxContexts; a zone added earlier keeps at most that many contexts
-// (logged as MsgCapClamped), so set a cap above 500,000 before ApplyRoute.
+// flight; new reads get contexts again once the count falls below it.
+// Logs MsgSetMaxContext.
 func (c *Client) SetReadRetryMaxContextCountPerZone(n int) {
 	if n <= 0 {
 		n = DefaultMaxContexts
 	}
-	n = min(n, ctxtable.MaxCap-c.maxWaiting)
+	n = min(n, MaxContextsPerZone)
 	c.maxContexts.Store(int64(n))
 	c.log.LogAttrs(context.Background(), slog.LevelInfo, MsgSetMaxContext, slog.Int("max_context_count", n))
-	for _, z := range *c.zoneByIdx.Load() {
-		// The table's own cap also bounds requests without retry; the zone
-		// counter (zoneCounters.reserveContext) enforces the context cap.
-		capN := z.maxContexts(int64(n))
-		_ = z.table.SetCap(int(capN) + c.maxWaiting)
-		if capN < int64(n) {
-			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgCapClamped,
-				z.attrs(slog.Int("max_context_count", n), slog.Int64("used", capN))...)
-		}
-	}
 }
 
 // Stats returns a snapshot of a zone's counters (SPEC R17), or

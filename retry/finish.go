@@ -31,7 +31,7 @@ func (f *flight) logExhausted(result int32) {
 	if ok, held := z.exhaustLog.allow(f.now, time.Second/exhaustedLogsPerSecond); ok {
 		f.c.log.LogAttrs(context.Background(), slog.LevelError, MsgExhausted, z.attrs(
 			slog.Int("retries", int(m.retries)), slog.Int64("cost_ms", int64(uint32(f.now/int64(time.Millisecond))-m.firstMs)),
-			slog.Uint64("seq", f.seq), slog.Uint64("async_id", m.asyncID), slog.Int("result", int(result)),
+			slog.Uint64("seq", f.seq), slog.Uint64("async_id", f.asyncID()), slog.Int("result", int(result)),
 			slog.Uint64("suppressed", held))...)
 	}
 }
@@ -74,7 +74,7 @@ func (p *poller) deliverFinal() bool {
 			continue // it queued its final result
 		}
 		p.rsp = Response{
-			zone: f.z.key, seq: f.seq, asyncID: f.m.asyncID, cmd: wire.Command(f.m.cmd), result: fin.result,
+			zone: f.z.key, seq: f.seq, asyncID: f.asyncID(), cmd: wire.Command(f.m.cmd), result: fin.result,
 			attempts: int(f.m.ntried), userBuf: f.ref.UserBuf(), waiter: f.m.waiter,
 		}
 		f.delivered(true)
@@ -90,9 +90,7 @@ func (p *poller) drop(z *zone, seq uint64) {
 		return
 	}
 	f.cancelTimer()
-	if f.m.kind != kindPlain {
-		z.stats.contexts.Add(-1)
-	}
+	z.stats.release(f.m.kind)
 	if f.m.flags&flagHeld != 0 {
 		p.freeHeld(seq)
 	}

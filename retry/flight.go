@@ -28,14 +28,16 @@ const maxAttempts = 1 + MaxMaxRetries
 // collector (SPEC R15). Everything whose size depends on the request lives
 // in the context's payload next to the packed frame and the user buffer:
 // the scratch bytes (see ctxScratch) hold the proxies tried, the error-code
-// list the request was sent with and the kind's progress.
+// list the request was sent with and the kind's progress. The caller's
+// async ID is read from the packed frame the context keeps (or, for a
+// plain request, which keeps no frame, from its scratch), not stored
+// twice: 40 bytes of meta in all.
 //
 // Ownership: Send fills the context (meta and scratch) before its first
 // frame is out; from then on only the poller (RecvResponse) touches it,
 // except the timer field, which the sender publishes once with a CAS and
 // both sides access atomically.
 type ctxMeta struct {
-	asyncID  uint64
 	timer    uint64 // timerwheel.Handle of the pending timer, 0 if none known; atomic
 	deadline int64  // end of the current segment (or wait), ns since the client's epoch
 	firstMs  uint32 // first send, ms since the epoch (mod 2^32): the exhaustion log's cost, a plain request's overall cap
@@ -76,7 +78,8 @@ func timerID(seq uint64, gen uint16) uint64 { return seq&counterMask | uint64(ge
 //	then by kind:
 //	  kindBatch    4 keys answered, 4 keys in the request, the bitset of answered keys
 //	  kindIndex    8 the next stream position wanted (SPEC R11)
-//	  kindPlain    4 the next packet index expected (duplicate detection)
+//	  kindPlain    4 the next packet index expected (duplicate detection),
+//	               8 the async ID (a plain request keeps no frame to read it from)
 //	  kindSimple   nothing
 //
 // Each quantity has its own bytes, so a field means one thing whatever the
@@ -92,7 +95,7 @@ func scratchSize(kind, max uint8, ncodes, nkeys int) int {
 	case kindIndex:
 		n += 8
 	case kindPlain:
-		n += 4
+		n += 12
 	}
 	return n
 }
@@ -151,6 +154,16 @@ func (f *flight) setIndexNext(pos uint64)   { binary.LittleEndian.PutUint64(f.st
 func (f *flight) plainNext() uint32         { return binary.LittleEndian.Uint32(f.state()) }
 func (f *flight) setPlainNext(n uint32)     { binary.LittleEndian.PutUint32(f.state(), n) }
 
+// asyncID returns the caller's async ID: from the packed frame the context
+// keeps, or from a plain request's scratch.
+func (f *flight) asyncID() uint64 {
+	if f.m.kind == kindPlain {
+		return binary.LittleEndian.Uint64(f.state()[4:])
+	}
+	id, _ := wire.PeekRequestAsyncID(f.ref.Frame())
+	return id
+}
+
 // codes returns the error-code snapshot's bytes.
 func (f *flight) codes() []byte {
 	off := 2 * (1 + int(f.m.max))
@@ -198,20 +211,32 @@ func (f *flight) mayResend() bool {
 }
 
 // arm schedules the context's timer at m.deadline under a new generation.
-// The caller has cleared or cancelled the previous timer.
+// The caller has cleared or cancelled the previous timer. The zone's bounds
+// keep the wheel from refusing (MaxContextsPerZone); if it ever did, the
+// request would end at once with its timeout result rather than wait for
+// ever.
 func (f *flight) arm() {
 	f.m.gen++
-	h, err := f.z.wheel.Schedule(f.c.at(f.m.deadline), timerID(f.seq, f.m.gen))
+	h, err := f.z.wheel.ScheduleAt(time.Duration(f.m.deadline), timerID(f.seq, f.m.gen))
 	if err != nil {
-		f.c.addOrphan(f.z, f.seq)
+		if f.m.kind == kindPlain {
+			f.finish(ResultWaitRspTimeout)
+		} else {
+			f.giveUp()
+		}
 		return
 	}
 	atomic.StoreUint64(&f.m.timer, uint64(h))
 }
 
-// cancelTimer cancels the context's pending timer, if its handle is known.
+// cancelTimer cancels the context's pending timer, if its handle is known
+// (a send token, see sendToken, is not a handle: that timer's sender
+// cancels it when it finds its token gone).
 func (f *flight) cancelTimer() {
-	if h := atomic.SwapUint64(&f.m.timer, 0); h != 0 {
+	if h := atomic.SwapUint64(&f.m.timer, 0); h&handleBit != 0 {
 		f.z.wheel.Cancel(timerwheel.Handle(h))
 	}
 }
+
+// handleBit is set in every timerwheel.Handle and in no send token.
+const handleBit = 1 << 63

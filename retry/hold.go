@@ -70,7 +70,7 @@ func (f *flight) holdRecord(pkt wire.Response, rec wire.Record) {
 	h := f.heldFor()
 	if !h.started {
 		h.recs.Start(h.recsBuf[:0], wire.ResponseHeader{
-			Command: pkt.Command(), Seq: f.seq, AsyncID: f.m.asyncID, Attempt: pkt.Attempt(),
+			Command: pkt.Command(), Seq: f.seq, AsyncID: f.asyncID(), Attempt: pkt.Attempt(),
 		})
 		h.started = true
 	}

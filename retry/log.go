@@ -37,11 +37,6 @@ const (
 	MsgBadConf = "bad read retry conf"
 	// MsgConfClamped is logged at warn level when ReadRetryMaxCnt exceeds 8.
 	MsgConfClamped = "read retry max count clamped"
-	// MsgCapClamped is logged at warn level when a zone keeps fewer contexts
-	// than SetReadRetryMaxContextCountPerZone asks, because its timing wheel
-	// was sized for less when the zone was added; attributes: app_id,
-	// zone_id, max_context_count, used.
-	MsgCapClamped = "max context count clamped"
 	// MsgUnknownSeq is logged at warn level, at most once per second per
 	// client, for a packet whose sequence number names no zone of the client
 	// or a number its zone never sent (SPEC R17, §6); attributes: proxy, seq,

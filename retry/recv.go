@@ -103,9 +103,6 @@ func (p *poller) next() (*Response, bool) {
 		return nil, false
 	}
 	p.now = c.now()
-	if c.orphanN.Load() > 0 {
-		c.scheduleOrphans()
-	}
 	if p.finalReady() {
 		return &p.rsp, true
 	}
@@ -160,10 +157,9 @@ func (p *poller) forCaller() bool {
 // advance fires every zone's due timers at the poll's time.
 func (p *poller) advance() {
 	p.sinceAdvance = 0
-	now := p.c.at(p.now)
 	for _, z := range *p.c.zoneByIdx.Load() {
 		p.zone = z
-		z.wheel.Advance(now, p.fire)
+		z.wheel.AdvanceTo(time.Duration(p.now), p.fire)
 	}
 	p.zone = nil
 }

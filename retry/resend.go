@@ -240,29 +240,3 @@ func (c *Client) choose(z *zone, tried ctxScratch, ntried int, skip *proxySet) (
 	}
 	return rt.ids[best], true
 }
-
-// scheduleOrphans schedules the timers that could not be scheduled when
-// their contexts were armed (the wheel at capacity), oldest first.
-func (c *Client) scheduleOrphans() {
-	c.orphanMu.Lock()
-	defer c.orphanMu.Unlock()
-	kept := c.orphans[:0]
-	for i, o := range c.orphans {
-		f, ok := c.poll.flight(o.z, o.seq)
-		if !ok || f.m.done() || atomic.LoadUint64(&f.m.timer) != 0 {
-			continue
-		}
-		f.m.gen++
-		h, err := o.z.wheel.Schedule(c.at(f.m.deadline), timerID(o.seq, f.m.gen))
-		if err != nil {
-			// The wheel is still full: keep this and the rest for a later
-			// poll rather than walk them all on every call.
-			kept = append(kept, c.orphans[i:]...)
-			break
-		}
-		atomic.StoreUint64(&f.m.timer, uint64(h))
-	}
-	clear(c.orphans[len(kept):])
-	c.orphans = kept
-	c.orphanN.Store(int32(len(kept)))
-}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -619,4 +620,39 @@ func TestR19RefusedReadWaitsForItsBudget(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	f.drained()
+}
+
+// TestR15IdleZonesAreCheap: 1,000 zones with a conf:// element and no
+// traffic cost at most 16 KiB each (SPEC R15 round 2: memory follows the
+// contexts in flight, not the cap; before round 2 each cost about 300 KB,
+// its timing wheel sized for two million timers when the zone was added).
+// The per-zone figure goes into the README's R15 formula.
+func TestR15IdleZonesAreCheap(t *testing.T) {
+	const zones = 1000
+	c, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	px := hostProxies("a", "b")
+	_ = c.ApplyRoute(retry.Zone{AppID: 1, ZoneID: 0}, px, seedConf) // proxies and the registries' first growth
+	before := heapInUse()
+	for i := 1; i <= zones; i++ {
+		if err := c.ApplyRoute(retry.Zone{AppID: 1, ZoneID: uint32(i)}, px, seedConf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := float64(heapInUse()-before) / zones
+	t.Logf("idle zone: %.0f bytes", per)
+	if per > 16<<10 {
+		t.Fatalf("an idle zone costs %.0f bytes, want at most 16 KiB", per)
+	}
+}
+
+// heapInUse returns the live heap bytes after a GC.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

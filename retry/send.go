@@ -3,7 +3,6 @@ package retry
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -61,6 +60,7 @@ func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
 	// The meta stays on this stack until Insert copies it: a flight field
 	// pointing at it would make it escape (flight's pointers leak as one).
 	f := flight{c: c, z: z, seq: z.nextSeq()}
+	m.timer = sendToken(f.seq)
 	bb := getFrameBuf(req)
 	defer putFrameBuf(bb)
 	bb.B, err = pack(bb.B[:0], wire.RequestHeader{
@@ -70,7 +70,9 @@ func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
 		return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	f.now = c.now()
-	f.admit(&m)
+	if err := f.admit(&m); err != nil {
+		return 0, err
+	}
 	return f.sendFirst(&m, bb.B, req, conf)
 }
 
@@ -80,7 +82,7 @@ func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
 // request keeps, and the configuration whose error codes it keeps (SPEC
 // R1, R5); the cap is checked later (admit).
 func (c *Client) classify(z *zone, req *Request) (ctxMeta, *Conf, error) {
-	m := ctxMeta{asyncID: req.AsyncID, cmd: uint8(req.Command)}
+	m := ctxMeta{cmd: uint8(req.Command)}
 	switch req.Command.Body() {
 	case wire.BodyUnknown:
 		return m, nil, fmt.Errorf("%w: %w: %v", ErrBadRequest, wire.ErrUnknownCommand, req.Command)
@@ -110,22 +112,28 @@ func (c *Client) classify(z *zone, req *Request) (ctxMeta, *Conf, error) {
 
 // admit takes a unit of the zone's context cap for a read with read retry
 // (SPEC R2); at the cap the read goes out plain, counted and logged
-// (rate-limited). It then sets the first deadline: the first segment's end
-// for a simple read (SPEC R6), the first wait x for a complex read (SPEC
-// R10), Config.WaitTimeout for a plain request.
-func (f *flight) admit(m *ctxMeta) {
+// (rate-limited). A plain request takes a unit of Config.MaxWaitingPerZone
+// instead, or fails with ErrTooManyRequests. The zone's counters are the
+// only limits: the table and the wheel have none. admit then sets the first
+// deadline: the first segment's end for a simple read (SPEC R6), the first
+// wait x for a complex read (SPEC R10), Config.WaitTimeout for a plain
+// request.
+func (f *flight) admit(m *ctxMeta) error {
 	c, z := f.c, f.z
 	m.firstMs = uint32(f.now / int64(time.Millisecond))
 	if z.guard != nil && wire.Command(m.cmd).IsRead() {
 		z.guard.Request() // the storm guard's ratio is over the zone's reads (SPEC R19)
 	}
-	if m.kind != kindPlain && !z.stats.reserveContext(z.maxContexts(c.maxContexts.Load())) {
+	if m.kind != kindPlain && !z.stats.reserveContext(c.maxContexts.Load()) {
 		m.kind, m.budgetUs, m.max, m.ncodes = kindPlain, 0, 0, 0
 		z.stats.capHits.Add(1)
 		if ok, held := z.capLog.allow(f.now, time.Second); ok {
 			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgReachMaxContext, z.attrs(
 				slog.Int64("max_context_count", c.maxContexts.Load()), slog.Uint64("hits", held+1))...)
 		}
+	}
+	if m.kind == kindPlain && !z.stats.reserveWaiting(int64(c.maxWaiting)) {
+		return ErrTooManyRequests
 	}
 	switch m.kind {
 	case kindPlain:
@@ -135,14 +143,24 @@ func (f *flight) admit(m *ctxMeta) {
 	default:
 		m.deadline = f.now + int64(segmentUnit(m.budget(), int(m.max)))
 	}
+	return nil
 }
 
 // sendFirst stores the context (meta m, frame, user buffer) and sends the
 // first attempt, moving on to the next proxy at once when the transport
-// refuses one (SPEC R13). Until the frame is out nothing else can reach the
-// context (no answer can come, no timer exists), so a failed send takes it
-// back untouched. conf is the configuration whose error codes the request
-// keeps (SPEC R5).
+// refuses one (SPEC R13). conf is the configuration whose error codes the
+// request keeps (SPEC R5).
+//
+// Handing the context to the poller: the sender fills it (meta, scratch),
+// schedules its first timer and publishes the handle, then sends the frame.
+// Until the send, only the timer can bring the poller to the context, and
+// only after x (a stalled sender); so a failed send that cancels the timer
+// takes the context back untouched, and one whose timer already fired
+// leaves it to the poller as a lost first attempt. The handle is published
+// by a compare-and-swap from the context's send token (sendToken), which
+// any store by the poller replaces: a sender never overwrites the poller's
+// handle, and one that finds its context gone (the poller finished it
+// meanwhile, and the slab reused the place) writes nothing.
 func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (uint64, error) {
 	c, z := f.c, f.z
 	stored := frame // a plain request is never rebuilt: it keeps only its user buffer
@@ -159,33 +177,41 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		ref, err := z.table.Insert(f.seq, *m, stored, req.UserBuffer, scratchSize(m.kind, m.max, int(m.ncodes), len(req.Keys)))
 		if err != nil {
 			f.releaseReservation(m.kind)
-			if errors.Is(err, ctxtable.ErrFull) {
-				return 0, ErrTooManyRequests
-			}
 			return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 		f.ref, f.m = ref, ref.Meta()
 		f.initScratch(p, req, conf)
+		h, err := z.wheel.ScheduleAt(time.Duration(m.deadline), timerID(f.seq, 0))
+		if err != nil {
+			// Not reached: the zone's bounds keep the wheel far from full
+			// and every deadline in range (MaxContextsPerZone).
+			z.table.Delete(f.seq)
+			f.releaseReservation(m.kind)
+			return 0, ErrTooManyRequests
+		}
+		atomic.CompareAndSwapUint64(&ref.Meta().timer, m.timer, uint64(h))
 		if err := c.tr.Send(p, frame); err != nil {
+			z.stats.sendFailures.Add(1)
+			if !z.wheel.Cancel(h) {
+				// The timer fired while the sender stalled: the poller owns
+				// the request and re-sends it as a lost first attempt.
+				z.stats.countSent(wire.Command(m.cmd), m.kind)
+				return f.seq, nil
+			}
 			z.table.Delete(f.seq)
 			f.ref, f.m = ctxtable.Ref[ctxMeta]{}, nil
-			z.stats.sendFailures.Add(1)
 			skip.add(p)
 			continue
 		}
 		z.stats.countSent(wire.Command(m.cmd), m.kind)
-		// From here the poller may own the context (an answer may already be
-		// in); the sender only publishes the first timer's handle, with a CAS
-		// that loses to any handle the poller stored.
-		h, err := z.wheel.Schedule(c.at(m.deadline), timerID(f.seq, 0))
-		if err != nil {
-			c.addOrphan(z, f.seq)
-		} else {
-			atomic.CompareAndSwapUint64(&ref.Meta().timer, 0, uint64(h))
-		}
 		return f.seq, nil
 	}
 }
+
+// sendToken is a context's timer field until its sender publishes the
+// first timer's handle: unique among the zone's contexts in flight, never
+// 0, and never a timerwheel.Handle (whose top bit is always set).
+func sendToken(seq uint64) uint64 { return 1<<62 | seq&counterMask }
 
 // initScratch writes the first attempt's proxy, the error codes of conf
 // and the kind's starting progress into a context just inserted (its
@@ -202,25 +228,14 @@ func (f *flight) initScratch(first ProxyID, req *Request, conf *Conf) {
 		binary.LittleEndian.PutUint32(f.state()[4:], uint32(len(req.Keys)))
 	case kindIndex:
 		f.setIndexNext(req.Position)
+	case kindPlain:
+		binary.LittleEndian.PutUint64(f.state()[4:], req.AsyncID)
 	}
 }
 
-// releaseReservation gives back the cap unit a failed Send reserved for a
-// request of kind.
-func (f *flight) releaseReservation(kind uint8) {
-	if kind != kindPlain {
-		f.z.stats.contexts.Add(-1)
-	}
-}
-
-// addOrphan queues a context whose timer could not be scheduled (the wheel
-// at capacity); the poller schedules it when there is room.
-func (c *Client) addOrphan(z *zone, seq uint64) {
-	c.orphanMu.Lock()
-	c.orphans = append(c.orphans, orphan{z, seq})
-	c.orphanN.Store(int32(len(c.orphans)))
-	c.orphanMu.Unlock()
-}
+// releaseReservation gives back the unit a failed Send reserved for a
+// request of kind: of the context cap, or of the plain requests' bound.
+func (f *flight) releaseReservation(kind uint8) { f.z.stats.release(kind) }
 
 // framePools hold the buffers Send packs frames into, one pool per size
 // class. bytebufferpool drops buffers above the 95th percentile of the sizes

@@ -20,7 +20,8 @@ type zoneCounters struct {
 	writesSent         counter
 	otherSent          counter // reads sent without a context: retry off for them
 	capHits            counter
-	contexts           atomic.Int64 // read retry contexts held (cap accounting)
+	contexts           atomic.Int64 // read retry contexts held (SPEC R2's cap accounting)
+	waiting            atomic.Int64 // requests without a context (Config.MaxWaitingPerZone)
 	_                  [56]byte
 	retriesTimeout     atomic.Uint64
 	retriesCode        atomic.Uint64
@@ -141,6 +142,25 @@ func (zc *zoneCounters) countSent(cmd wire.Command, kind uint8) {
 		zc.readsSent.Add(1)
 	default:
 		zc.writesSent.Add(1)
+	}
+}
+
+// reserveWaiting takes one unit of the zone's bound on requests without a
+// context; false means the bound is reached.
+func (zc *zoneCounters) reserveWaiting(limit int64) bool {
+	if zc.waiting.Add(1) > limit {
+		zc.waiting.Add(-1)
+		return false
+	}
+	return true
+}
+
+// release gives back the unit a request of kind held.
+func (zc *zoneCounters) release(kind uint8) {
+	if kind == kindPlain {
+		zc.waiting.Add(-1)
+	} else {
+		zc.contexts.Add(-1)
 	}
 }
 

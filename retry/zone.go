@@ -29,19 +29,12 @@ type zone struct {
 	seq   atomic.Uint64        // sequence counter
 	rr    atomic.Uint32        // round-robin position (SPEC R13, "ordinary balancing")
 
-	// limit is the most contexts the zone's wheel has room for; the zone's
-	// cap is min(the client's cap, limit).
-	limit int64
-
 	guard *budget.Budget // the storm guard over the zone's reads (SPEC R19); nil: off
 
 	capLog     rateLimit
 	exhaustLog rateLimit
 	stats      zoneCounters
 }
-
-// maxContexts returns the zone's context cap for the client's cap n.
-func (z *zone) maxContexts(n int64) int64 { return min(n, z.limit) }
 
 // nextSeq returns a new sequence number of the zone: the zone's index in
 // the top bits, so that an answer finds its zone, and the zone's counter.
@@ -158,24 +151,20 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 	if len(old) >= MaxZones {
 		return nil, fmt.Errorf("%w: more than %d zones", ErrInvalidConfig, MaxZones)
 	}
-	// The wheel is sized once, for the larger of the cap now and the
-	// default, so that raising the cap later needs no new wheel; timers of
-	// contexts that ended before their sender published the timer's handle
-	// linger until they fire (see the package comment), so it has room for
-	// twice the requests the zone can track. The zone's cap can never
-	// exceed what that wheel holds (zone.limit).
-	cur := int(c.maxContexts.Load())
-	wheelCap := min(2*(max(cur, DefaultMaxContexts)+c.maxWaiting)+1024, timerwheel.MaxCapacity)
-	limit := int64((wheelCap-1024)/2 - c.maxWaiting)
-	table, err := ctxtable.New[ctxMeta](ctxtable.Config{Cap: int(min(int64(cur), limit)) + c.maxWaiting, Shards: c.shards})
+	// One owner per limit: the zone's counters decide its caps (SPEC R2,
+	// Config.MaxWaitingPerZone); the table and the wheel have none and grow
+	// and shrink with what is in flight, so an idle zone costs a few KiB
+	// (SPEC R15) and the cap can be raised at any time. The wheel's Start is
+	// the client's epoch, so times since it go straight in (ScheduleAt).
+	table, err := ctxtable.New[ctxMeta](ctxtable.Config{Shards: c.shards})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	wheel, err := timerwheel.New(c.tick, c.epoch, wheelCap)
+	wheel, err := timerwheel.NewConfig(timerwheel.Config{Tick: c.tick, Start: c.epoch})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	z := &zone{key: key, idx: uint64(len(old) + 1), table: table, wheel: wheel, limit: limit}
+	z := &zone{key: key, idx: uint64(len(old) + 1), table: table, wheel: wheel}
 	if c.guard != nil {
 		gc := *c.guard
 		gc.Clock = c.clock

@@ -437,3 +437,14 @@ func (it *KeyIter) Next() (index uint32, key []byte, ok bool) {
 
 // Len returns the number of keys Next has yet to return.
 func (it *KeyIter) Len() int { return int(it.left) }
+
+// PeekRequestAsyncID returns the async ID of a request frame that was
+// packed or checked before (the engine reads it from the copy it keeps
+// rather than store it twice), and ok false when the frame is too short or
+// is not a request.
+func PeekRequestAsyncID(frame []byte) (asyncID uint64, ok bool) {
+	if len(frame) < reqAsyncID+8 || frame[0] != magic0 || frame[1] != magic1 || frame[3] != typeRequest {
+		return 0, false
+	}
+	return le.Uint64(frame[reqAsyncID:]), true
+}

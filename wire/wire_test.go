@@ -660,3 +660,37 @@ func TestAddRecordTooLarge(t *testing.T) {
 		t.Fatalf("err %v records %d", err, rb.Records())
 	}
 }
+
+// TestPeekRequestAsyncID: the async ID read straight from a packed request,
+// for every body kind; anything that is not a request frame reports false.
+func TestPeekRequestAsyncID(t *testing.T) {
+	h := RequestHeader{Command: CmdGet, Seq: 9, AsyncID: 0x1122334455667788, AppID: 1, ZoneID: 2, Table: "t"}
+	for _, cmd := range []Command{CmdGet, CmdBatchGet, CmdGetByPartKey, CmdInsert} {
+		h.Command = cmd
+		var f []byte
+		var err error
+		switch cmd.Body() {
+		case BodyKey:
+			f, err = AppendKeyRequest(nil, h, []byte("k"))
+		case BodyBatch:
+			f, err = AppendBatchRequest(nil, h, [][]byte{[]byte("k")})
+		case BodyIndex:
+			f, err = AppendIndexRequest(nil, h, []byte("k"), 0, 0)
+		default:
+			f, err = AppendWriteRequest(nil, h, []byte("k"), []byte("v"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, ok := PeekRequestAsyncID(f); !ok || id != h.AsyncID {
+			t.Fatalf("%v: %x %v", cmd, id, ok)
+		}
+		if _, ok := PeekRequestAsyncID(f[:27]); ok {
+			t.Fatalf("%v: a short frame reported ok", cmd)
+		}
+	}
+	rsp := AppendResponse(nil, ResponseHeader{Command: CmdGet, AsyncID: 5})
+	if _, ok := PeekRequestAsyncID(rsp); ok {
+		t.Fatal("a response frame reported ok")
+	}
+}
