@@ -171,11 +171,9 @@ func (c *checker) missing(st *reqState, op *Op) uint64 {
 func (c *checker) checkRecords(rsp *retry.Response, st *reqState, op *Op) {
 	d := c.w.Data
 	n := 0
-	for it := rsp.Records(); ; {
-		rec, ok := it.Next()
-		if !ok {
-			break
-		}
+	s := rsp.Scan()
+	for s.Next() {
+		rec := s.Record()
 		n++
 		c.rep.RecordsDelivered++
 		switch op.Command.Body() {
