@@ -87,10 +87,9 @@ func TestProxyAnswers(t *testing.T) {
 	if len(pkts) != 1 || pkts[0].Seq() != 1 || pkts[0].AsyncID() != 101 || pkts[0].Result() != 0 || pkts[0].HaveMore() {
 		t.Fatalf("GET: %d packets", len(pkts))
 	}
-	it := pkts[0].Records()
-	rec, _ := it.Next()
-	if string(rec.Key) != "k5" || string(rec.Value) != string(d.AppendValue(nil, []byte("k5"))) {
-		t.Fatalf("GET record %q=%q", rec.Key, rec.Value)
+	s := pkts[0].Scan()
+	if !s.Next() || string(s.Key()) != "k5" || string(s.Value()) != string(d.AppendValue(nil, []byte("k5"))) {
+		t.Fatalf("GET record %q=%q", s.Key(), s.Value())
 	}
 
 	c.send(wire.AppendKeyRequest(nil, hdr(wire.CmdListGet, 2), []byte("k100000")))
@@ -107,11 +106,9 @@ func TestProxyAnswers(t *testing.T) {
 	}
 	tag := uint64(0)
 	for _, p := range pkts {
-		for it := p.Records(); ; {
-			rec, ok := it.Next()
-			if !ok {
-				break
-			}
+		s := p.Scan()
+		for s.Next() {
+			rec := s.Record()
 			if rec.Tag != tag || string(rec.Key) != string(keys[tag]) {
 				t.Fatalf("batch record %d: tag %d key %q", tag, rec.Tag, rec.Key)
 			}
@@ -134,13 +131,10 @@ func TestProxyAnswers(t *testing.T) {
 	}
 	pos := uint64(2)
 	for _, p := range pkts {
-		for it := p.Records(); ; {
-			rec, ok := it.Next()
-			if !ok {
-				break
-			}
-			if rec.Tag != pos || string(rec.Value) != string(d.AppendRecordValue(nil, part, pos)) {
-				t.Fatalf("index record at %d: tag %d", pos, rec.Tag)
+		s := p.Scan()
+		for s.Next() {
+			if s.Tag() != pos || string(s.Value()) != string(d.AppendRecordValue(nil, part, pos)) {
+				t.Fatalf("index record at %d: tag %d", pos, s.Tag())
 			}
 			pos++
 		}

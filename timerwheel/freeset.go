@@ -83,6 +83,9 @@ func (f *freeSet) add(i uint32) {
 	}
 }
 
+// word returns the free timers of block w.
+func (f *freeSet) word(w uint32) uint64 { return f.levels[0][w] }
+
 // addWord marks the timers of block w named by m free.
 func (f *freeSet) addWord(w uint32, m uint64) {
 	if m == 0 {

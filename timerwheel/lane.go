@@ -66,7 +66,7 @@ func (s *shard) stage(si int, t int64, id uint64) (Handle, bool) {
 	k := bits.TrailingZeros64(m)
 	ln.mask.store(m & (m - 1))
 	b := ln.blk.load()
-	g := b.states[k].Load() >> 1
+	g := b.state(k) >> 1
 	b.nodes[k] = node{deadline: t, id: id}
 	b.links[k].next = g
 	ln.staged.Or(1 << k)
@@ -98,14 +98,13 @@ func (s *shard) refillLocked(ln *lane, li int) uint64 {
 	if b := ln.blk.load(); b != nil {
 		s.drainLane(ln)
 		var m uint64
-		for k := range b.states {
-			if b.states[k].Load()&stWheel == 0 {
+		for k := range b.links {
+			if b.state(k)&stWheel == 0 {
 				m |= 1 << k
 			}
 		}
 		b.owner.Store(0)
 		s.free.addWord(b.base>>blockShift, m)
-		s.freed(b, bits.OnesCount64(m))
 		ln.blk.store(nil)
 	}
 	var b *block
@@ -113,7 +112,6 @@ func (s *shard) refillLocked(ln *lane, li int) uint64 {
 	w, ok := s.free.lowestWord()
 	if ok && (bits.OnesCount64(s.free.levels[0][w]) >= blockSize/2 || s.used == uint32(len(s.blocks))) {
 		b, m = s.blocks[w], s.free.clearWord(w)
-		s.freed(b, -bits.OnesCount64(m))
 	} else if b, m = s.freshBlock(false); b == nil {
 		ln.mask.store(0)
 		return 0
@@ -147,7 +145,7 @@ func (s *shard) drainLane(ln *lane) {
 		g := b.links[k].next
 		// Load first: a staged timer is often cancelled before the
 		// drain, and the failed CAS would cost as much as the Cancel did.
-		if st := &b.states[k]; st.Load() == g<<1 && st.CompareAndSwap(g<<1, g<<1|stWheel) {
+		if st := &b.links[k].state; atomic.LoadUint32(st) == g<<1 && atomic.CompareAndSwapUint32(st, g<<1, g<<1|stWheel) {
 			s.count++
 			s.insert(b, k)
 		}

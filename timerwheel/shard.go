@@ -63,18 +63,22 @@ type node struct {
 	id       uint64 // the caller's id, handed back to fire
 }
 
-// links are a timer's list pointers, 8 bytes, in an array of their own:
-// walking a list chases only these (8 to a cache line) while the loads of
-// the nodes it visits overlap; against one 32-byte node this halved the
-// cost per fired timer with scattered deadlines. While a timer is staged
-// (see lane) next holds its generation instead.
+// links are a timer's list pointers and its state word, 12 bytes, in an
+// array of their own: walking a list chases only these (five to a cache
+// line) while the loads of the nodes it visits overlap; against one 32-byte
+// node this halved the cost per fired timer with scattered deadlines.
+// Firing a timer reads its next link and its state, and Schedule through a
+// lane writes its generation and reads its state, so the two share a line.
+// While a timer is staged (see lane) next holds its generation instead. The fields are written one by one, never as a
+// struct: state is read and CAS'd without the lock.
 type links struct {
-	next uint32 // next timer in the list, or nilIndex
-	prev uint32 // previous timer in the list, or headBit|list for the first
+	next  uint32 // next timer in the list, or nilIndex
+	prev  uint32 // previous timer in the list, or headBit|list for the first
+	state uint32 // see block; read with block.state, written with shard.setState
 }
 
-// block holds 64 timers: their nodes, links and state words, 1,800 bytes,
-// 28 bytes a timer. It holds no Go pointers, so a chunk of blocks is a
+// block holds 64 timers: their nodes, and their links with the state
+// words, 1,800 bytes, 28 bytes a timer. It holds no Go pointers, so a chunk of blocks is a
 // noscan allocation the garbage collector never walks (the fastcache and
 // bigcache reasoning).
 //
@@ -91,19 +95,32 @@ type links struct {
 // tells it apart is that Schedule has returned a Handle of generation g,
 // which no free timer has (every end of a timer bumps the generation).
 type block struct {
-	nodes  [blockSize]node
-	links  [blockSize]links
-	states [blockSize]atomic.Uint32
-	base   uint32       // index of nodes[0]
-	owner  atomic.Int32 // 1 + the index of the lane that owns the block, or 0; written under the shard lock
+	nodes [blockSize]node
+	links [blockSize]links
+	base  uint32       // index of nodes[0]
+	owner atomic.Int32 // 1 + the index of the lane that owns the block, or 0; written under the shard lock
+}
+
+// state reads timer k's state word. Atomic, since Cancel and the lanes of
+// a wheel without a Capacity read and CAS it without the lock.
+func (b *block) state(k int) uint32 { return atomic.LoadUint32(&b.links[k].state) }
+
+// setState writes timer k's state word; the shard lock is held. On a wheel
+// with a Capacity nothing reads the word without the lock, so a plain store
+// does, where an atomic one is a locked instruction (a fifth of the cost of
+// firing a timer).
+func (s *shard) setState(b *block, k int, v uint32) {
+	if s.lanes == nil {
+		b.links[k].state = v
+		return
+	}
+	atomic.StoreUint32(&b.links[k].state, v)
 }
 
 // chunk is one allocation of blocks.
 type chunk struct {
 	mem   []block
 	first uint32 // block number of mem[0]
-	nodes uint32 // timers of it handed out of the slab (in blocks below used)
-	free  uint32 // of them, the ones in the free set
 }
 
 // chunkBlocks returns the size in blocks of chunk c.
@@ -220,8 +237,8 @@ func (s *shard) grow() bool {
 	for b := range mem {
 		mem[b].base = (first + uint32(b)) << blockShift
 		if s.genSeed != 0 {
-			for k := range mem[b].states {
-				mem[b].states[k].Store(s.genSeed << 1)
+			for k := range mem[b].links {
+				mem[b].links[k].state = s.genSeed << 1 // not yet published
 			}
 		}
 	}
@@ -257,24 +274,14 @@ func (s *shard) freshBlock(mayGrow bool) (*block, uint64) {
 	b := s.blocks[s.used]
 	s.used++
 	n := min(uint64(blockSize), uint64(s.capacity)-uint64(b.base))
-	s.chunks[chunkOf(b.base>>blockShift)].nodes += uint32(n)
 	return b, math.MaxUint64 >> (64 - n)
-}
-
-// freed records that the free set gained (n > 0) or lost (n < 0) n timers
-// of block b.
-func (s *shard) freed(b *block, n int) {
-	c := &s.chunks[chunkOf(b.base>>blockShift)]
-	c.free = uint32(int(c.free) + n)
 }
 
 // alloc takes the lowest free timer, or a fresh block's first (putting the
 // rest in the free set), growing the slab if need be; false at capacity.
 func (s *shard) alloc() (*block, int, bool) {
 	if i, ok := s.free.take(); ok {
-		b := s.blocks[i>>blockShift]
-		s.freed(b, -1)
-		return b, int(i & blockMask), true
+		return s.blocks[i>>blockShift], int(i & blockMask), true
 	}
 	b, m := s.freshBlock(true)
 	if b == nil {
@@ -282,7 +289,6 @@ func (s *shard) alloc() (*block, int, bool) {
 	}
 	rest := m &^ 1
 	s.free.addWord(b.base>>blockShift, rest)
-	s.freed(b, bits.OnesCount64(rest))
 	return b, 0, true
 }
 
@@ -290,11 +296,10 @@ func (s *shard) alloc() (*block, int, bool) {
 // generation moves on, so every Handle to it goes stale, and it returns to
 // the free set, or to its lane if a lane owns the block.
 func (s *shard) release(b *block, k int, g uint32) {
-	b.states[k].Store(nextGen(g) << 1)
+	s.setState(b, k, nextGen(g)<<1)
 	s.count--
-	if b.owner.Load() == 0 {
+	if s.lanes == nil || b.owner.Load() == 0 {
 		s.free.add(b.base + uint32(k))
-		s.freed(b, 1)
 	}
 }
 
@@ -304,18 +309,28 @@ func (s *shard) release(b *block, k int, g uint32) {
 // keeping one empty chunk as a spare so that a load hovering at a chunk
 // boundary does not allocate and free a chunk each time. Lowest-first
 // reuse keeps live timers at the bottom, so the top chunks empty out after
-// a burst.
+// a burst. Whether a chunk is free is read off the free set (a word a
+// block) when Advance finishes, rather than counted on every free.
 func (s *shard) maybeShrink() {
 	if s.cur-s.grewAt < shrinkDelay {
 		return
 	}
-	for n := len(s.chunks); n >= 2; n-- {
-		top, below := &s.chunks[n-1], &s.chunks[n-2]
-		if top.free != top.nodes || below.free != below.nodes {
-			return
-		}
+	for n := len(s.chunks); n >= 2 && s.chunkFree(n-1) && s.chunkFree(n-2); n-- {
 		s.dropTop()
 	}
+}
+
+// chunkFree reports whether every timer chunk c has handed out is in the
+// free set (none pending, none owned by a lane).
+func (s *shard) chunkFree(c int) bool {
+	ch := &s.chunks[c]
+	for b := ch.first; b < min(ch.first+uint32(len(ch.mem)), s.used); b++ {
+		n := min(uint64(blockSize), uint64(s.capacity)-uint64(b)<<blockShift)
+		if s.blocks[b].owner.Load() != 0 || s.free.word(b) != math.MaxUint64>>(64-n) {
+			return false
+		}
+	}
+	return true
 }
 
 // dropTop releases the top chunk, all of whose timers are free.
@@ -324,8 +339,8 @@ func (s *shard) dropTop() {
 	// A later chunk at these indexes starts past every generation used
 	// here, so a Handle kept from this chunk never matches its timers.
 	for b := range c.mem {
-		for k := range c.mem[b].states {
-			s.genSeed = max(s.genSeed, nextGen(c.mem[b].states[k].Load()>>1))
+		for k := range c.mem[b].links {
+			s.genSeed = max(s.genSeed, nextGen(c.mem[b].state(k)>>1))
 		}
 		if c.first+uint32(b) < s.used {
 			s.free.clearWord(c.first + uint32(b))
@@ -420,7 +435,7 @@ func (s *shard) place(b *block, k int) {
 func (s *shard) link(list uint32, b *block, k int) {
 	hp := s.headRef(list)
 	h := *hp
-	b.links[k] = links{next: h, prev: headBit | list}
+	b.links[k].next, b.links[k].prev = h, headBit|list
 	i := b.base + uint32(k)
 	if h != nilIndex {
 		s.ln(h).prev = i
@@ -431,7 +446,7 @@ func (s *shard) link(list uint32, b *block, k int) {
 // unlink removes timer k of b from its list in O(1) and keeps the slot
 // bitmap exact.
 func (s *shard) unlink(b *block, k int) {
-	l := b.links[k]
+	l := links{next: b.links[k].next, prev: b.links[k].prev} // not state: see links
 	if l.prev&headBit != 0 {
 		list := l.prev &^ headBit
 		*s.headRef(list) = l.next
@@ -577,7 +592,7 @@ func (s *shard) pop(list uint32, buf []uint64) int {
 		buf[n] = b.nodes[k].id
 		n++
 		i = b.links[k].next
-		s.release(b, k, b.states[k].Load()>>1)
+		s.release(b, k, b.state(k)>>1)
 	}
 	*hp = i
 	if i != nilIndex {

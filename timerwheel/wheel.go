@@ -376,10 +376,10 @@ func (w *Wheel) ScheduleAt(d time.Duration, id uint64) (Handle, error) {
 		s.mu.Lock()
 		if b, bk, ok := s.alloc(); ok {
 			b.nodes[bk] = node{deadline: t, id: id}
-			g := b.states[bk].Load() >> 1
+			g := b.state(bk) >> 1
 			s.count++
 			s.insert(b, bk)
-			b.states[bk].Store(g<<1 | stWheel)
+			s.setState(b, bk, g<<1|stWheel)
 			s.mu.Unlock()
 			return makeHandle(g, si, b.base+uint32(bk)), nil
 		}
@@ -416,10 +416,13 @@ func (w *Wheel) Cancel(h Handle) bool {
 		return false
 	}
 	k := int(i & blockMask)
-	st := &b.states[k]
+	st := &b.links[k].state
 	g := h.gen()
-	for {
-		v := st.Load()
+	// On a wheel with lanes a staged timer is cancelled without the lock;
+	// a wheel with a Capacity has no staged timers, and its state words
+	// are only touched under the lock.
+	for s.lanes != nil {
+		v := atomic.LoadUint32(st)
 		if v>>1 != g {
 			return false
 		}
@@ -434,15 +437,15 @@ func (w *Wheel) Cancel(h Handle) bool {
 		if ow == 0 || s.lanes[ow-1].staged.Load()&(1<<k) == 0 {
 			break
 		}
-		if st.CompareAndSwap(v, nextGen(g)<<1) {
+		if atomic.CompareAndSwapUint32(st, v, nextGen(g)<<1) {
 			return true
 		}
 	}
 	s.mu.Lock()
-	v := st.Load()
+	v := b.state(k)
 	if ow := b.owner.Load(); v == g<<1 && ow > 0 {
 		s.drainLane(&s.lanes[ow-1])
-		v = st.Load()
+		v = b.state(k)
 	}
 	if v != g<<1|stWheel {
 		s.mu.Unlock()
@@ -472,11 +475,11 @@ func (w *Wheel) ResetAt(h Handle, d time.Duration) bool {
 	}
 	k := int(h.index() & blockMask)
 	g := h.gen()
-	v := b.states[k].Load()
+	v := b.state(k)
 	if ow := b.owner.Load(); v == g<<1 && ow > 0 {
 		// Staged: the drain moves it onto the wheel, unless a Cancel won.
 		s.drainLane(&s.lanes[ow-1])
-		v = b.states[k].Load()
+		v = b.state(k)
 	}
 	if v != g<<1|stWheel {
 		s.mu.Unlock()

@@ -676,7 +676,7 @@ func TestGenerationWrap(t *testing.T) {
 	w := newWheel(t, 1)
 	h := mustSchedule(t, w, t0.Add(time.Second), 1)
 	b := w.shards[0].blocks[0]
-	b.states[h.index()].Store(genMask<<1 | stWheel) // as if reused 2^31-1 times
+	b.links[h.index()].state = genMask<<1 | stWheel // as if reused 2^31-1 times
 	if !w.Cancel(makeHandle(genMask, h.shard(), h.index())) {
 		t.Fatal("Cancel = false")
 	}

@@ -25,13 +25,10 @@ func Example() {
 		panic(err)
 	}
 	answered := make(wire.Bitset, wire.BitsetLen(3))
-	for it := rsp.Records(); ; {
-		rec, ok := it.Next()
-		if !ok {
-			break
-		}
-		answered.Set(uint32(rec.Tag))
-		fmt.Printf("key %d %s: %s\n", rec.Tag, rec.Key, rec.Value)
+	s := rsp.Scan()
+	for s.Next() {
+		answered.Set(uint32(s.Tag()))
+		fmt.Printf("key %d %s: %s\n", s.Tag(), s.Key(), s.Value())
 	}
 
 	resend, n, err := wire.AppendPartialBatch(nil, orig, answered, 1)

@@ -100,14 +100,19 @@ func FuzzParseResponse(f *testing.F) {
 		var rb ResponseBuilder
 		rb.Start(nil, ResponseHeader{Command: r.Command(), Seq: r.Seq(), AsyncID: r.AsyncID(), Result: r.Result(),
 			HaveMore: r.HaveMore(), Attempt: r.Attempt(), Packet: r.Packet(), Cursor: r.Cursor()})
-		for it := r.Records(); ; {
-			rec, ok := it.Next()
-			if !ok {
-				break
-			}
-			if err := rb.AddRecord(rec.Tag, rec.Result, rec.Key, rec.Value); err != nil {
+		s, it := r.Scan(), r.Records()
+		for s.Next() {
+			if err := rb.AddRecord(s.Tag(), s.Result(), s.Key(), s.Value()); err != nil {
 				t.Fatal(err)
 			}
+			// The Record-valued iterator reads the same records.
+			if rec, ok := it.Next(); !ok || rec.Tag != s.Tag() || rec.Result != s.Result() ||
+				!bytes.Equal(rec.Key, s.Key()) || !bytes.Equal(rec.Value, s.Value()) {
+				t.Fatalf("Records and Scan disagree at record %d", rb.Records())
+			}
+		}
+		if _, ok := it.Next(); ok || s.Len() != 0 || it.Len() != 0 {
+			t.Fatal("Records has records after Scan's last")
 		}
 		if rb.Records() != r.RecordCount() || len(rb.Frame()) != len(data) {
 			t.Fatalf("records %d/%d, len %d/%d", rb.Records(), r.RecordCount(), len(rb.Frame()), len(data))

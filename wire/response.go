@@ -187,11 +187,17 @@ func (r Response) Cursor() uint64 { return le.Uint64(r.b[rspCursor:]) }
 // RecordCount returns the number of records in the packet.
 func (r Response) RecordCount() int { return int(le.Uint32(r.b[rspCount:])) }
 
-// Records returns an iterator over the packet's records. It allocates
-// nothing.
-func (r Response) Records() RecordIter {
-	return RecordIter{b: r.b, off: ResponseHeaderSize, left: le.Uint32(r.b[rspCount:])}
+// Scan returns a scanner over the packet's records, the fast way to read
+// them: Next moves to the next record, and the accessors read it in
+// place. It allocates nothing.
+func (r Response) Scan() RecordScanner {
+	return RecordScanner{b: r.b, next: ResponseHeaderSize, left: le.Uint32(r.b[rspCount:])}
 }
+
+// Records returns an iterator over the packet's records that hands out
+// each as a Record value. It allocates nothing; Scan is faster
+// (BenchmarkIterateRecords).
+func (r Response) Records() RecordIter { return RecordIter{s: r.Scan()} }
 
 // Record is one record of a response: views into the frame.
 type Record struct {
@@ -204,34 +210,86 @@ type Record struct {
 	Key, Value []byte
 }
 
-// RecordIter iterates over the records of a checked response.
+// RecordScanner walks the records of a checked response in place:
+//
+//	s := rsp.Scan()
+//	for s.Next() {
+//		use(s.Tag(), s.Result(), s.Key(), s.Value())
+//	}
+//
+// Next and the accessors are small enough for the compiler to inline, and
+// a record's fields are read only when asked for, which measured several
+// times faster than returning a Record per step. Declare the scanner
+// before the loop as above: declared in the for statement
+// (for s := rsp.Scan(); s.Next();), it is a new variable each iteration
+// since Go 1.22, and copying it costs more than the scan
+// (BenchmarkIterateRecords). The slices returned are views into the frame,
+// valid while its bytes are unchanged. The zero RecordScanner has no
+// records.
+type RecordScanner struct {
+	b      []byte
+	off    int // the current record's offset
+	kn, vn int // its key and value lengths
+	next   int // the next record's offset
+	left   uint32
+}
+
+// Next moves to the next record and reports whether there is one. The
+// frame was checked by ParseResponse, so the lengths it reads are in
+// bounds.
+func (s *RecordScanner) Next() bool {
+	if s.left == 0 {
+		return false
+	}
+	s.left--
+	s.off = s.next
+	b := s.b[s.off:]
+	s.kn = int(le.Uint32(b[12:16]))
+	s.vn = int(le.Uint32(b[16+s.kn:]))
+	s.next = s.off + recordMin + s.kn + s.vn
+	return true
+}
+
+// Tag returns the current record's tag: the answered key's index (batch
+// reads), the record's stream position (index reads), or 0.
+func (s *RecordScanner) Tag() uint64 { return le.Uint64(s.b[s.off:]) }
+
+// Result returns the current record's own code (0 = found).
+func (s *RecordScanner) Result() int32 { return int32(le.Uint32(s.b[s.off+8:])) }
+
+// Key returns the current record's key, a view into the frame.
+func (s *RecordScanner) Key() []byte {
+	k := s.off + 16
+	return s.b[k : k+s.kn : k+s.kn]
+}
+
+// Value returns the current record's value, a view into the frame.
+func (s *RecordScanner) Value() []byte {
+	v := s.off + recordMin + s.kn
+	return s.b[v : v+s.vn : v+s.vn]
+}
+
+// Record returns the current record as a Record value.
+func (s *RecordScanner) Record() Record {
+	return Record{Tag: s.Tag(), Result: s.Result(), Key: s.Key(), Value: s.Value()}
+}
+
+// Len returns the number of records Next has yet to move to.
+func (s *RecordScanner) Len() int { return int(s.left) }
+
+// RecordIter iterates over the records of a checked response, a Record
+// value at a time; see RecordScanner for the faster form.
 type RecordIter struct {
-	b    []byte
-	off  int
-	left uint32
+	s RecordScanner
 }
 
 // Next returns the next record, or ok == false after the last one.
 func (it *RecordIter) Next() (rec Record, ok bool) {
-	if it.left == 0 {
+	if !it.s.Next() {
 		return Record{}, false
 	}
-	it.left--
-	// The frame was checked by ParseResponse; slicing once keeps the bounds
-	// checks to a few.
-	b := it.b[it.off:]
-	kn := le.Uint32(b[12:16])
-	b2 := b[16+kn:]
-	vn := le.Uint32(b2[:4])
-	rec = Record{
-		Tag:    le.Uint64(b[:8]),
-		Result: int32(le.Uint32(b[8:12])),
-		Key:    b[16 : 16+kn : 16+kn],
-		Value:  b2[4 : 4+vn : 4+vn],
-	}
-	it.off += 20 + int(kn) + int(vn)
-	return rec, true
+	return it.s.Record(), true
 }
 
 // Len returns the number of records Next has yet to return.
-func (it *RecordIter) Len() int { return int(it.left) }
+func (it *RecordIter) Len() int { return it.s.Len() }

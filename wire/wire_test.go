@@ -661,6 +661,37 @@ func TestAddRecordTooLarge(t *testing.T) {
 	}
 }
 
+// TestAllocFreeDecode: parsing a response and walking its records, either
+// way, allocates nothing (SPEC R18, §5).
+func TestAllocFreeDecode(t *testing.T) {
+	frame := tenRecordResponse()
+	n := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		r, err := ParseResponse(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.Scan()
+		for s.Next() {
+			n += len(s.Key()) + len(s.Value()) + int(s.Tag()) + int(s.Result())
+		}
+		it := r.Records()
+		for {
+			rec, ok := it.Next()
+			if !ok {
+				break
+			}
+			n += len(rec.Value)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per parse and walk", allocs)
+	}
+	if n == 0 {
+		t.Fatal("nothing walked")
+	}
+}
+
 // TestPeekRequestAsyncID: the async ID read straight from a packed request,
 // for every body kind; anything that is not a request frame reports false.
 func TestPeekRequestAsyncID(t *testing.T) {

@@ -62,7 +62,7 @@ func TestServe(t *testing.T) {
 	if len(rs) != 7 {
 		t.Fatalf("%d packets", len(rs))
 	}
-	if it := rs[0].Records(); it.Len() != 1 {
+	if s := rs[0].Scan(); s.Len() != 1 {
 		t.Fatal("simple answer")
 	}
 	if !rs[1].HaveMore() || rs[2].HaveMore() || rs[1].RecordCount()+rs[2].RecordCount() != 3 {
@@ -74,12 +74,9 @@ func TestServe(t *testing.T) {
 	}
 	var pos []uint64
 	for _, r := range rs[3:6] {
-		for it := r.Records(); ; {
-			rec, ok := it.Next()
-			if !ok {
-				break
-			}
-			pos = append(pos, rec.Tag)
+		s := r.Scan()
+		for s.Next() {
+			pos = append(pos, s.Tag())
 		}
 	}
 	if fmt.Sprint(pos) != "[2 3 4 5 6]" {
@@ -141,12 +138,9 @@ func Example() {
 			break
 		}
 		rsp, _ := wire.ParseResponse(f)
-		for it := rsp.Records(); ; {
-			rec, ok := it.Next()
-			if !ok {
-				break
-			}
-			fmt.Printf("packet %d key %d: %s (more: %v)\n", rsp.Packet(), rec.Tag, rec.Value, rsp.HaveMore())
+		s := rsp.Scan()
+		for s.Next() {
+			fmt.Printf("packet %d key %d: %s (more: %v)\n", rsp.Packet(), s.Tag(), s.Value(), rsp.HaveMore())
 		}
 	}
 	// Output:

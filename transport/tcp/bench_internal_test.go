@@ -1,9 +1,12 @@
 package tcp
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/readretry/readretry/retry"
 )
 
 // mutexQueue is the alternative the ring was measured against: one
@@ -130,4 +133,71 @@ func BenchmarkRecvPath(b *testing.B) {
 		}
 		wg.Wait()
 	})
+}
+
+// recvNs4 is the ns/op of the latest BenchmarkRecv/proxies=4 run, for the
+// ratio the 512-proxy run reports.
+var recvNs4 float64
+
+// BenchmarkRecv is the poller's receive path with N proxies open and the
+// traffic on 4 of them, spread over the proxy ids (a client connected to
+// a whole cluster, its zones' reads on a few proxies at a time): rounds of
+// 64 frames of 120 bytes are delivered as the proxies' readers deliver
+// them (ring push, ready list, pending count), round robin over the 4, and
+// then taken with Recv. ns/op is per frame, delivery included; the rings
+// in use and their memory are the same for every N, so the ratio is
+// Recv's own. proxies=512 reports vs-4proxies-x, its ns/op over
+// proxies=4's in the same run: Recv does not scan the idle proxies' rings,
+// so it stays near 1.
+func BenchmarkRecv(b *testing.B) {
+	const round, busy = 64, 4
+	for _, n := range []int{4, 512} {
+		b.Run(fmt.Sprintf("proxies=%d", n), func(b *testing.B) {
+			t, err := New(Config{RecvBuffer: 64 << 10})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer t.Close()
+			conns := make([]*proxyConn, n)
+			cs := make([]*proxyConn, n+1) // ProxyID 0 is never used
+			for i := range conns {
+				conns[i] = &proxyConn{t: t, id: retry.ProxyID(i + 1), ring: newRing(t.cfg.RecvBuffer), kick: make(chan struct{}, 1)}
+				cs[i+1] = conns[i]
+			}
+			t.conns.Store(&cs)
+			var active [busy]*proxyConn
+			for j := range active {
+				active[j] = conns[j*n/busy]
+			}
+			frame := make([]byte, 120)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				k := min(round, b.N-done)
+				for i := range k {
+					if !active[i%busy].deliver(frame) {
+						b.Fatal("deliver")
+					}
+				}
+				for got := 0; got < k; got++ {
+					f, _, ok := t.Recv()
+					if !ok {
+						b.Fatalf("Recv found nothing with %d frames waiting", k-got)
+					}
+					benchSink += len(f)
+				}
+				done += k
+			}
+			b.StopTimer()
+			if _, _, ok := t.Recv(); ok {
+				b.Fatal("a frame left over")
+			}
+			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if n == 4 {
+				recvNs4 = ns
+			} else if recvNs4 > 0 {
+				b.ReportMetric(ns/recvNs4, "vs-4proxies-x")
+			}
+		})
+	}
 }

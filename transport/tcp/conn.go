@@ -23,8 +23,9 @@ type proxyConn struct {
 	proxy retry.Proxy
 	ring  *ring
 
-	up   atomic.Bool // a connection is attached
-	full atomic.Bool // the write buffer reached MaxPending
+	up    atomic.Bool // a connection is attached
+	full  atomic.Bool // the write buffer reached MaxPending
+	ready atomic.Bool // on Recv's list of proxies with frames (see Transport.Recv)
 
 	wmu     sync.Mutex
 	nc      net.Conn // the current connection; nil while down or after shut
@@ -168,13 +169,24 @@ func (c *proxyConn) readFrames(nc net.Conn) error {
 		if err != nil {
 			return err
 		}
-		if !c.ring.push(f, t.stop) {
+		if !c.deliver(f) {
 			return errStopped
 		}
-		t.stats.framesRecv.Add(1)
-		t.stats.bytesRecv.Add(uint64(len(f)))
-		t.published()
 	}
+}
+
+// deliver copies a received frame into the ring for Recv; false if the
+// transport closed while the ring was full. Reader only.
+func (c *proxyConn) deliver(f []byte) bool {
+	t := c.t
+	if !c.ring.push(f, t.stop) {
+		return false
+	}
+	t.ready(c)
+	t.stats.framesRecv.Add(1)
+	t.stats.bytesRecv.Add(uint64(len(f)))
+	t.published()
+	return true
 }
 
 // send queues frame for the writer.

@@ -144,10 +144,18 @@ type Transport struct {
 	pending atomic.Int64                 // frames published in the rings and not yet taken by Recv
 	stats   counters
 
+	// Proxies whose ring went from empty to holding a frame since Recv last
+	// looked: readers append under readyMu, Recv takes the whole list.
+	readyMu   sync.Mutex
+	readyList []*proxyConn
+	readyN    atomic.Int32 // len(readyList), for Recv to skip the lock
+
 	// The consumer's state, touched only inside Recv and Wait.
-	rr       int
-	held     *ring  // the ring whose frame the last Recv returned
-	heldSize uint64 // and the bytes of its entry
+	active   []*proxyConn // proxies with frames (or just drained), served round robin
+	pos      int          // next index of active to serve
+	spare    []*proxyConn // the list readers append to next
+	held     *ring        // the ring whose frame the last Recv returned
+	heldSize uint64       // and the bytes of its entry
 	sleeping atomic.Bool
 	wake     chan struct{}
 	timer    *time.Timer
@@ -279,6 +287,11 @@ func (t *Transport) Available(id retry.ProxyID) bool {
 // (retry.Transport). The frame is a view into that proxy's receive ring,
 // valid and unchanged until the next Recv, which frees its space. One
 // goroutine at a time.
+//
+// Its cost does not depend on the number of proxies (BenchmarkRecv): Recv
+// serves a list of the proxies that have frames, which each reader joins
+// when its ring goes from empty to holding a frame and which Recv leaves
+// when it finds a proxy's ring empty, instead of scanning every ring.
 func (t *Transport) Recv() (frame []byte, from retry.ProxyID, ok bool) {
 	if t.held != nil {
 		t.held.release(t.heldSize)
@@ -287,30 +300,62 @@ func (t *Transport) Recv() (frame []byte, from retry.ProxyID, ok bool) {
 	if t.pending.Load() == 0 || t.closed.Load() {
 		return nil, 0, false
 	}
-	cs := *t.conns.Load()
-	n := len(cs)
-	for k := 0; k < n; k++ {
-		i := t.rr + k
-		if i >= n {
-			i -= n
+	for {
+		if t.pos >= len(t.active) {
+			t.pos = 0
+			if t.readyN.Load() > 0 {
+				t.takeReady()
+			}
+			if len(t.active) == 0 {
+				return nil, 0, false // only pad entries were waiting
+			}
 		}
-		c := cs[i]
-		if c == nil || c.ring.empty() {
+		c := t.active[t.pos]
+		f, size, ok := c.ring.next()
+		if ok {
+			t.pending.Add(-1)
+			t.held, t.heldSize = c.ring, size
+			t.pos++
+			return f, c.id, true
+		}
+		// The ring is empty: the proxy leaves the list, and its reader
+		// puts it back with its next frame. A frame pushed before the flag
+		// went down did not list it, so look again after lowering it.
+		c.ready.Store(false)
+		if !c.ring.empty() && c.ready.CompareAndSwap(false, true) {
+			t.pos++
 			continue
 		}
-		f, size, ok := c.ring.next()
-		if !ok {
-			continue // only a pad entry was waiting
-		}
-		t.pending.Add(-1)
-		t.held, t.heldSize = c.ring, size
-		t.rr = i + 1
-		if t.rr == n {
-			t.rr = 0
-		}
-		return f, c.id, true
+		last := len(t.active) - 1
+		t.active[t.pos] = t.active[last]
+		t.active[last] = nil
+		t.active = t.active[:last]
 	}
-	return nil, 0, false
+}
+
+// takeReady moves the proxies readers listed since the last call to the
+// end of the active list.
+func (t *Transport) takeReady() {
+	t.readyMu.Lock()
+	list := t.readyList
+	t.readyList = t.spare[:0]
+	t.readyN.Store(0)
+	t.readyMu.Unlock()
+	t.active = append(t.active, list...)
+	clear(list)
+	t.spare = list[:0]
+}
+
+// ready lists c for Recv if its ring just got its first frame since Recv
+// last found it empty. Reader only, after the push.
+func (t *Transport) ready(c *proxyConn) {
+	if c.ready.Load() || !c.ready.CompareAndSwap(false, true) {
+		return
+	}
+	t.readyMu.Lock()
+	t.readyList = append(t.readyList, c)
+	t.readyN.Store(int32(len(t.readyList)))
+	t.readyMu.Unlock()
 }
 
 // Wait blocks until a frame is waiting for Recv, timeout has passed, or the
