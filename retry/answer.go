@@ -184,19 +184,20 @@ func (f *flight) onComplex(pkt wire.Response) bool {
 func (f *flight) acceptBatch(pkt wire.Response, keep []bool) (fresh, failed int, complete bool) {
 	bits, nkeys := f.batchBits(), f.batchKeys()
 	foreign := 0
-	it := pkt.Records()
+	s := pkt.Scan()
 	for i := range keep {
-		rec, _ := it.Next()
+		s.Next()
+		tag := s.Tag()
 		keep[i] = false
 		switch {
-		case rec.Tag >= uint64(nkeys):
+		case tag >= uint64(nkeys):
 			foreign++
-		case bits.Has(uint32(rec.Tag)):
-		case f.isRetryCode(rec.Result):
-			f.holdRecord(pkt, rec)
+		case bits.Has(uint32(tag)):
+		case f.isRetryCode(s.Result()):
+			f.holdRecord(pkt, s.Record())
 			failed++
 		default:
-			keep[i] = bits.Set(uint32(rec.Tag))
+			keep[i] = bits.Set(uint32(tag))
 			fresh++
 		}
 	}
@@ -221,15 +222,16 @@ func (f *flight) acceptBatch(pkt wire.Response, keep []bool) (fresh, failed int,
 func (f *flight) acceptIndex(pkt wire.Response, keep []bool) (fresh, failed int, complete bool) {
 	next, stop := f.indexNext(), false
 	retryable := f.mayResend()
-	it := pkt.Records()
+	s := pkt.Scan()
 	for i := range keep {
-		rec, _ := it.Next()
+		s.Next()
+		tag := s.Tag()
 		keep[i] = false
 		switch {
-		case stop || rec.Tag < next:
-		case rec.Tag > next:
+		case stop || tag < next:
+		case tag > next:
 			stop = true // a lost packet before this record
-		case retryable && f.isRetryCode(rec.Result):
+		case retryable && f.isRetryCode(s.Result()):
 			stop, failed = true, 1
 		default:
 			keep[i] = true

@@ -81,16 +81,13 @@ func (r *Result) Reset() {
 // add appends the records rsp delivers.
 func (r *Result) add(rsp *Response) {
 	r.packets++
-	for it := rsp.Records(); ; {
-		rec, ok := it.Next()
-		if !ok {
-			return
-		}
-		p := recordPos{tag: rec.Tag, result: rec.Result,
-			koff: uint32(len(r.buf)), klen: uint32(len(rec.Key))}
-		r.buf = append(r.buf, rec.Key...)
-		p.voff, p.vlen = uint32(len(r.buf)), uint32(len(rec.Value))
-		r.buf = append(r.buf, rec.Value...)
+	s := rsp.Scan()
+	for s.Next() {
+		key, val := s.Key(), s.Value()
+		p := recordPos{tag: s.Tag(), result: s.Result(), koff: uint32(len(r.buf)), klen: uint32(len(key))}
+		r.buf = append(r.buf, key...)
+		p.voff, p.vlen = uint32(len(r.buf)), uint32(len(val))
+		r.buf = append(r.buf, val...)
 		r.recs = append(r.recs, p)
 	}
 }

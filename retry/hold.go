@@ -133,10 +133,10 @@ func (f *flight) deliverHeld() bool {
 // answered. Of several held records for one key, the first is delivered.
 func (f *flight) acceptHeld(pkt wire.Response, keep []bool) (fresh int, complete bool) {
 	bits, nkeys := f.batchBits(), f.batchKeys()
-	it := pkt.Records()
+	s := pkt.Scan()
 	for i := range keep {
-		rec, _ := it.Next()
-		keep[i] = rec.Tag < uint64(nkeys) && bits.Set(uint32(rec.Tag))
+		s.Next()
+		keep[i] = s.Tag() < uint64(nkeys) && bits.Set(uint32(s.Tag()))
 		if keep[i] {
 			fresh++
 		}
