@@ -85,13 +85,13 @@
 //
 // A wheel is made of shards, each a complete wheel with its own mutex;
 // Schedule picks the shard from a hash of the id and the Handle remembers
-// it. One shard is the default, and the right choice on small machines:
-// spreading timers by id sends every shard's cache lines back and forth
-// between the cores, where one lock lets a core run a burst of operations
-// on lines it already holds, and each extra shard costs Advance a lock per
-// batch to merge shards in deadline order
-// (BenchmarkParallelScheduleCancel sweeps the count). Config.Shards is
-// there for machines with many cores; measure there before raising it.
+// it. One shard is the default. With staging, Schedule+Cancel from all Ps
+// at once gained from a few shards in BenchmarkParallelScheduleCancel (2
+// and 4 ahead of 1 by about a quarter on a 2-core machine, 8 behind),
+// since each shard's lanes refill under its own lock; but each extra
+// shard costs Advance a lock per batch to merge shards in deadline order,
+// and a single poller firing timers pays that.
+// Measure both on the target machine before raising Config.Shards.
 //
 // Where Schedule+Cancel's time went, measured with -cpuprofile (hardware
 // counters are not available in the VM the figures come from): with the
