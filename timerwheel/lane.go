@@ -147,7 +147,7 @@ func (s *shard) drainLane(ln *lane) {
 		// drain, and the failed CAS would cost as much as the Cancel did.
 		if st := &b.links[k].state; atomic.LoadUint32(st) == g<<1 && atomic.CompareAndSwapUint32(st, g<<1, g<<1|stWheel) {
 			s.count++
-			s.insert(b, k)
+			s.insert(b.base + uint32(k))
 		}
 	}
 }

@@ -28,18 +28,23 @@ const (
 	// list's head without a list field in every timer.
 	headBit = 1 << 31
 
-	// Timers live in blocks of 64 (one word of the free set, and the unit
-	// a lane claims from). Blocks are allocated in chunks of 1, 1, 2, 4,
-	// ... 32 blocks, then 68 (4352 timers, 15 pages of 8 KiB: 64 blocks
-	// would leave a 6.7% tail of the 15th page unused), so a wheel costs
-	// memory only for the timers it has actually held, a lightly used one
-	// stays small, and growth never copies the slab (which would stall
-	// Schedule).
+	// Timers live in chunks: dense arrays of nodes and of links, so that
+	// walking a list whose timers are evenly spaced in the slab is a
+	// constant stride the hardware prefetchers follow. Chunk 0 holds 64
+	// timers, every later chunk 4096 (112 KiB), so a lightly used wheel
+	// stays small and finding a timer's chunk is a compare and a shift.
+	// (Blocks of 64 timers spread over one array were measured: with
+	// timers a thousand apart in the slab, a list walk no longer had a
+	// constant stride and firing cost half as much again.)
+	// Growth never copies the slab (which would stall Schedule). A chunk
+	// is cut into blocks of 64 timers: one word of the free set, and the
+	// unit a lane claims from.
 	blockShift  = 6
 	blockSize   = 1 << blockShift
 	blockMask   = blockSize - 1
-	smallChunks = 7  // chunks 0-6 hold 64 blocks together
-	bigChunk    = 68 // blocks of every later chunk
+	firstChunk  = blockSize // timers of chunk 0
+	chunkShift  = 12
+	chunkTimers = 1 << chunkShift // timers of every later chunk
 
 	noTick = math.MaxInt64 // "no event" in peek
 
@@ -77,10 +82,11 @@ type links struct {
 	state uint32 // see block; read with block.state, written with shard.setState
 }
 
-// block holds 64 timers: their nodes, and their links with the state
-// words, 1,800 bytes, 28 bytes a timer. It holds no Go pointers, so a chunk of blocks is a
-// noscan allocation the garbage collector never walks (the fastcache and
-// bigcache reasoning).
+// block describes 64 timers of a chunk: views of their nodes and links,
+// the index of the first, and the lane that owns them. The chunk's arrays
+// hold no Go pointers, so the garbage collector never walks them (the
+// fastcache and bigcache reasoning); the descriptors are a pointer pair
+// per 64 timers.
 //
 // A state word is gen<<1 | stWheel. Its transitions are the whole
 // concurrency story of a timer:
@@ -95,8 +101,8 @@ type links struct {
 // tells it apart is that Schedule has returned a Handle of generation g,
 // which no free timer has (every end of a timer bumps the generation).
 type block struct {
-	nodes [blockSize]node
-	links [blockSize]links
+	nodes *[blockSize]node
+	links *[blockSize]links
 	base  uint32       // index of nodes[0]
 	owner atomic.Int32 // 1 + the index of the lane that owns the block, or 0; written under the shard lock
 }
@@ -105,42 +111,31 @@ type block struct {
 // a wheel without a Capacity read and CAS it without the lock.
 func (b *block) state(k int) uint32 { return atomic.LoadUint32(&b.links[k].state) }
 
-// setState writes timer k's state word; the shard lock is held. On a wheel
+// setState writes a timer's state word; the shard lock is held. On a wheel
 // with a Capacity nothing reads the word without the lock, so a plain store
-// does, where an atomic one is a locked instruction (a fifth of the cost of
-// firing a timer).
-func (s *shard) setState(b *block, k int, v uint32) {
+// does, where an atomic one is a locked instruction.
+func (s *shard) setState(l *links, v uint32) {
 	if s.lanes == nil {
-		b.links[k].state = v
+		l.state = v
 		return
 	}
-	atomic.StoreUint32(&b.links[k].state, v)
+	atomic.StoreUint32(&l.state, v)
 }
 
-// chunk is one allocation of blocks.
+// chunk is one allocation of timers.
 type chunk struct {
-	mem   []block
-	first uint32 // block number of mem[0]
+	nodes  []node
+	links  []links
+	blocks []block // descriptors of its blocks
 }
 
-// chunkBlocks returns the size in blocks of chunk c.
-func chunkBlocks(c int) uint32 {
-	switch {
-	case c == 0:
-		return 1
-	case c < smallChunks:
-		return 1 << (c - 1)
+// chunkPos returns the chunk of timer i and its offset in the chunk.
+func chunkPos(i uint32) (int, uint32) {
+	if i < firstChunk {
+		return 0, i
 	}
-	return bigChunk
-}
-
-// chunkOf returns the chunk of block number b (the inverse of chunkBlocks'
-// layout: 0 | 1 | 2-3 | 4-7 | ... | 32-63 | 64-131 | 132-199 | ...).
-func chunkOf(b uint32) int {
-	if b < 1<<(smallChunks-1) {
-		return bits.Len32(b)
-	}
-	return smallChunks + int((b-1<<(smallChunks-1))/bigChunk)
+	j := i - firstChunk
+	return 1 + int(j>>chunkShift), j & (chunkTimers - 1)
 }
 
 // shard is a complete hierarchical wheel with its own lock. A Wheel has one
@@ -201,7 +196,8 @@ func (s *shard) headRef(list uint32) *uint32 {
 
 // ln returns the links of timer i.
 func (s *shard) ln(i uint32) *links {
-	return &s.blocks[i>>blockShift].links[i&blockMask]
+	c, o := chunkPos(i)
+	return &s.chunks[c].links[o]
 }
 
 // blockAt returns block number b for a lock holder, nil if the slab does
@@ -225,40 +221,45 @@ func (s *shard) blockLF(b uint32) *block {
 // grow adds the next chunk to the slab; false when the slab holds capacity
 // timers already.
 func (s *shard) grow() bool {
-	first := uint32(len(s.blocks))
-	limit := uint32((uint64(s.capacity) + blockSize - 1) / blockSize)
+	first := uint32(len(s.blocks)) << blockShift // first timer of the new chunk
+	limit := uint32((uint64(s.capacity) + blockSize - 1) &^ blockMask)
 	if first >= limit {
 		return false
 	}
 	s.grewAt = s.cur
-	c := len(s.chunks)
-	n := min(chunkBlocks(c), limit-first)
-	mem := make([]block, n)
-	for b := range mem {
-		mem[b].base = (first + uint32(b)) << blockShift
-		if s.genSeed != 0 {
-			for k := range mem[b].links {
-				mem[b].links[k].state = s.genSeed << 1 // not yet published
-			}
+	n := uint32(chunkTimers)
+	if len(s.chunks) == 0 {
+		n = firstChunk
+	}
+	n = min(n, limit-first)
+	ch := chunk{nodes: make([]node, n), links: make([]links, n), blocks: make([]block, n/blockSize)}
+	if s.genSeed != 0 {
+		for k := range ch.links {
+			ch.links[k].state = s.genSeed << 1 // not yet published
 		}
 	}
-	s.chunks = append(s.chunks, chunk{mem: mem, first: first})
 	var d []atomic.Pointer[block]
 	if p := s.dir.Load(); p != nil {
 		d = *p
 	}
-	if cap(d) < len(d)+int(n) {
-		nd := make([]atomic.Pointer[block], len(d), 2*(len(d)+int(n)))
+	nb := len(ch.blocks)
+	if cap(d) < len(d)+nb {
+		nd := make([]atomic.Pointer[block], len(d), 2*(len(d)+nb))
 		for i := range d {
 			nd[i].Store(d[i].Load())
 		}
 		d = nd
 	}
-	d = d[:len(d)+int(n)]
-	for b := range mem {
-		s.blocks = append(s.blocks, &mem[b])
-		d[first+uint32(b)].Store(&mem[b])
+	d = d[:len(d)+nb]
+	for k := range ch.blocks {
+		b := &ch.blocks[k]
+		b.nodes = (*[blockSize]node)(ch.nodes[k*blockSize:])
+		b.links = (*[blockSize]links)(ch.links[k*blockSize:])
+		b.base = first + uint32(k)*blockSize
+		d[len(s.blocks)].Store(b)
+		s.blocks = append(s.blocks, b)
 	}
+	s.chunks = append(s.chunks, ch)
 	s.dir.Store(&d)
 	s.free.grow(uint32(len(s.blocks)) << blockShift)
 	return true
@@ -292,22 +293,35 @@ func (s *shard) alloc() (*block, int, bool) {
 	return b, 0, true
 }
 
-// release ends the life of timer k of b, which is on no list: its
-// generation moves on, so every Handle to it goes stale, and it returns to
-// the free set, or to its lane if a lane owns the block.
-func (s *shard) release(b *block, k int, g uint32) {
-	s.setState(b, k, nextGen(g)<<1)
+// release ends the life of timer i (links l, chunk ch), which is on no
+// list: its generation moves on, so every Handle to it goes stale, and it
+// returns to the free set, or to its lane if a lane owns the block.
+func (s *shard) release(ch *chunk, i uint32, l *links, g uint32) {
+	s.setState(l, nextGen(g)<<1)
 	s.count--
-	if s.lanes == nil || b.owner.Load() == 0 {
-		s.free.add(b.base + uint32(k))
+	if s.lanes == nil {
+		s.free.add(i)
+		return
 	}
+	_, o := chunkPos(i)
+	if ch.blocks[o>>blockShift].owner.Load() == 0 {
+		s.free.add(i)
+	}
+}
+
+// releaseBlock is release for timer k of block b.
+func (s *shard) releaseBlock(b *block, k int, g uint32) {
+	i := b.base + uint32(k)
+	c, _ := chunkPos(i)
+	s.release(&s.chunks[c], i, &b.links[k], g)
 }
 
 // maybeShrink gives the top chunk back to the Go heap while every timer of
 // it and of the chunk below is free and the slab has not grown for
 // shrinkDelay ticks: the slab follows the timers pending (SPEC R15),
 // keeping one empty chunk as a spare so that a load hovering at a chunk
-// boundary does not allocate and free a chunk each time. Lowest-first
+// boundary does not allocate and free a chunk each time — no spare once
+// no timer is pending, so an idle wheel keeps at most its first chunk. Lowest-first
 // reuse keeps live timers at the bottom, so the top chunks empty out after
 // a burst. Whether a chunk is free is read off the free set (a word a
 // block) when Advance finishes, rather than counted on every free.
@@ -315,7 +329,7 @@ func (s *shard) maybeShrink() {
 	if s.cur-s.grewAt < shrinkDelay {
 		return
 	}
-	for n := len(s.chunks); n >= 2 && s.chunkFree(n-1) && s.chunkFree(n-2); n-- {
+	for n := len(s.chunks); n >= 2 && s.chunkFree(n-1) && (s.count == 0 || s.chunkFree(n-2)); n-- {
 		s.dropTop()
 	}
 }
@@ -324,9 +338,14 @@ func (s *shard) maybeShrink() {
 // free set (none pending, none owned by a lane).
 func (s *shard) chunkFree(c int) bool {
 	ch := &s.chunks[c]
-	for b := ch.first; b < min(ch.first+uint32(len(ch.mem)), s.used); b++ {
-		n := min(uint64(blockSize), uint64(s.capacity)-uint64(b)<<blockShift)
-		if s.blocks[b].owner.Load() != 0 || s.free.word(b) != math.MaxUint64>>(64-n) {
+	for k := range ch.blocks {
+		b := &ch.blocks[k]
+		w := b.base >> blockShift
+		if w >= s.used {
+			break
+		}
+		n := min(uint64(blockSize), uint64(s.capacity)-uint64(b.base))
+		if b.owner.Load() != 0 || s.free.word(w) != math.MaxUint64>>(64-n) {
 			return false
 		}
 	}
@@ -335,25 +354,24 @@ func (s *shard) chunkFree(c int) bool {
 
 // dropTop releases the top chunk, all of whose timers are free.
 func (s *shard) dropTop() {
-	c := s.chunks[len(s.chunks)-1]
+	ch := s.chunks[len(s.chunks)-1]
 	// A later chunk at these indexes starts past every generation used
 	// here, so a Handle kept from this chunk never matches its timers.
-	for b := range c.mem {
-		for k := range c.mem[b].links {
-			s.genSeed = max(s.genSeed, nextGen(c.mem[b].state(k)>>1))
-		}
-		if c.first+uint32(b) < s.used {
-			s.free.clearWord(c.first + uint32(b))
-		}
+	for k := range ch.links {
+		s.genSeed = max(s.genSeed, nextGen(atomic.LoadUint32(&ch.links[k].state)>>1))
 	}
-	s.used = min(s.used, c.first)
-	clear(s.blocks[c.first:])
-	s.blocks = shrunk(s.blocks[:c.first])
+	first := ch.blocks[0].base >> blockShift // first block number
+	for w := first; w < s.used; w++ {
+		s.free.clearWord(w)
+	}
+	s.used = min(s.used, first)
+	clear(s.blocks[first:])
+	s.blocks = shrunk(s.blocks[:first])
 	d := *s.dir.Load()
-	for i := c.first; i < uint32(len(d)); i++ {
+	for i := first; i < uint32(len(d)); i++ {
 		d[i].Store(nil)
 	}
-	d = d[:c.first]
+	d = d[:first]
 	if cap(d) > 4*len(d)+16 {
 		nd := make([]atomic.Pointer[block], len(d), 2*len(d))
 		for i := range d {
@@ -364,7 +382,7 @@ func (s *shard) dropTop() {
 	s.dir.Store(&d)
 	s.chunks[len(s.chunks)-1] = chunk{}
 	s.chunks = shrunk(s.chunks[:len(s.chunks)-1])
-	s.free.shrink(c.first << blockShift)
+	s.free.shrink(first << blockShift)
 }
 
 // shrunk returns x, or a copy of it with less spare capacity if it has
@@ -384,17 +402,18 @@ func (s *shard) dueList() uint32 { return listDueA + s.epoch }
 
 func (s *shard) drainList() uint32 { return listDueA + (s.epoch ^ 1) }
 
-// insert files timer k of b, whose deadline is set: at or before cur on
-// the due list, else on the wheel.
-func (s *shard) insert(b *block, k int) {
-	if b.nodes[k].deadline <= s.cur {
-		s.link(s.dueList(), b, k)
+// insert files timer i, whose deadline is set: at or before cur on the
+// due list, else on the wheel.
+func (s *shard) insert(i uint32) {
+	c, o := chunkPos(i)
+	if s.chunks[c].nodes[o].deadline <= s.cur {
+		s.link(s.dueList(), i)
 		return
 	}
-	s.place(b, k)
+	s.place(i)
 }
 
-// place files a timer with deadline >= cur on the wheel. The level is the
+// place files timer i, with deadline >= cur, on the wheel. The level is the
 // lowest whose 64 slots, counted from cur's slot on that level, reach the
 // deadline: level L holds deadlines whose slot number (deadline >> 6L) is
 // 1 to 63 ahead of cur's, so its slots form a ring in which every slot but
@@ -405,8 +424,9 @@ func (s *shard) insert(b *block, k int) {
 // aligned levels would move every pending timer at once at each 4.1 s
 // boundary. A deadline equal to cur (met while cascading) goes to cur's own
 // level-0 slot, which Advance is draining.
-func (s *shard) place(b *block, k int) {
-	d := b.nodes[k].deadline
+func (s *shard) place(i uint32) {
+	c, o := chunkPos(i)
+	d := s.chunks[c].nodes[o].deadline
 	level := uint32(0)
 	// The top level always reaches: its slot numbers are 0 to 7.
 	for ; level < levels-1; level++ {
@@ -425,39 +445,42 @@ func (s *shard) place(b *block, k int) {
 		}
 		s.heads[level] = h
 	}
-	s.link(list, b, k)
+	s.link(list, i)
 }
 
-// link pushes a timer on the front of a list. Pushing at the front touches
+// link pushes timer i on the front of a list. Pushing at the front touches
 // only the old head, which was itself the most recent insert into that list
 // and so is usually still in cache; appending would touch the cold tail too.
 // The price is that timers due in the same tick fire in no particular order.
-func (s *shard) link(list uint32, b *block, k int) {
+// The link fields are written one by one: state shares the struct and is
+// read without the lock.
+func (s *shard) link(list uint32, i uint32) {
 	hp := s.headRef(list)
 	h := *hp
-	b.links[k].next, b.links[k].prev = h, headBit|list
-	i := b.base + uint32(k)
+	l := s.ln(i)
+	l.next, l.prev = h, headBit|list
 	if h != nilIndex {
 		s.ln(h).prev = i
 	}
 	*hp = i
 }
 
-// unlink removes timer k of b from its list in O(1) and keeps the slot
-// bitmap exact.
-func (s *shard) unlink(b *block, k int) {
-	l := links{next: b.links[k].next, prev: b.links[k].prev} // not state: see links
-	if l.prev&headBit != 0 {
-		list := l.prev &^ headBit
-		*s.headRef(list) = l.next
-		if l.next == nilIndex && list < wheelLists {
+// unlink removes timer i from its list in O(1) and keeps the slot bitmap
+// exact.
+func (s *shard) unlink(i uint32) {
+	l := s.ln(i)
+	next, prev := l.next, l.prev
+	if prev&headBit != 0 {
+		list := prev &^ headBit
+		*s.headRef(list) = next
+		if next == nilIndex && list < wheelLists {
 			s.bitmap[list>>slotBits] &^= 1 << (list & slotMask)
 		}
 	} else {
-		s.ln(l.prev).next = l.next
+		s.ln(prev).next = next
 	}
-	if l.next != nilIndex {
-		s.ln(l.next).prev = l.prev
+	if next != nilIndex {
+		s.ln(next).prev = prev
 	}
 }
 
@@ -587,12 +610,14 @@ func (s *shard) pop(list uint32, buf []uint64) int {
 	hp := s.headRef(list)
 	i := *hp
 	for i != nilIndex && n < len(buf) {
-		b := s.blocks[i>>blockShift]
-		k := int(i & blockMask)
-		buf[n] = b.nodes[k].id
+		c, o := chunkPos(i)
+		ch := &s.chunks[c]
+		buf[n] = ch.nodes[o].id
 		n++
-		i = b.links[k].next
-		s.release(b, k, b.state(k)>>1)
+		l := &ch.links[o]
+		next := l.next
+		s.release(ch, i, l, atomic.LoadUint32(&l.state)>>1)
+		i = next
 	}
 	*hp = i
 	if i != nilIndex {
@@ -612,10 +637,8 @@ func (s *shard) cascade(list uint32) {
 	*hp = nilIndex
 	s.bitmap[list>>slotBits] &^= 1 << (list & slotMask)
 	for i != nilIndex {
-		b := s.blocks[i>>blockShift]
-		k := int(i & blockMask)
-		next := b.links[k].next
-		s.place(b, k)
+		next := s.ln(i).next
+		s.place(i)
 		i = next
 	}
 }

@@ -291,17 +291,25 @@ func TestDivTick(t *testing.T) {
 	}
 }
 
-// TestChunkLayout: chunkOf inverts chunkBlocks.
+// TestChunkLayout: chunkPos finds every timer where the block
+// descriptors say it is, across chunk 0 and the 4096-timer chunks.
 func TestChunkLayout(t *testing.T) {
-	first := uint32(0)
-	for c := range 400 {
-		n := chunkBlocks(c)
-		for _, b := range []uint32{first, first + n/2, first + n - 1} {
-			if got := chunkOf(b); got != c {
-				t.Fatalf("chunkOf(%d) = %d, want %d", b, got, c)
-			}
+	w := newWheel(t, 0)
+	for i := range 3 * chunkTimers {
+		if _, err := w.ScheduleAt(time.Second, uint64(i)); err != nil {
+			t.Fatal(err)
 		}
-		first += n
+	}
+	s := &w.shards[0]
+	if len(s.chunks) < 3 {
+		t.Fatalf("%d chunks", len(s.chunks))
+	}
+	for i := uint32(0); i < uint32(len(s.blocks))*blockSize; i++ {
+		c, o := chunkPos(i)
+		b := s.blocks[i>>blockShift]
+		if &s.chunks[c].nodes[o] != &b.nodes[i&blockMask] || &s.chunks[c].links[o] != &b.links[i&blockMask] || b.base != i&^blockMask {
+			t.Fatalf("timer %d: chunk %d offset %d disagrees with its block", i, c, o)
+		}
 	}
 }
 

@@ -45,27 +45,28 @@
 //
 // # Memory (SPEC R15)
 //
-// Timers live in blocks of 64 that hold no Go pointers, so the garbage
+// Timers live in chunks of arrays that hold no Go pointers, so the garbage
 // collector never scans them, and Schedule, Reset, Cancel and Advance
 // allocate nothing at steady state. A timer is 28 bytes: a 16-byte node
-// (deadline, id), its 8-byte links (next and prev as uint32 indexes, kept
-// in an array of their own so that walking a list chases pointers through
-// a dense array while the loads of the nodes overlap) and a 4-byte state
-// word (generation, on-the-wheel bit); lists are doubly linked, so Cancel
-// unlinks at once in O(1), and the first timer of a list names the list in
-// its prev link, so no timer needs a list field. BenchmarkScheduleCancel
-// reports the heap per pending timer (B/timer), slab and free bitmap
-// included.
+// (deadline, id) and 12 bytes of links (next and prev as uint32 indexes,
+// and the state word: generation, on-the-wheel bit), the links in an array
+// of their own so that walking a list chases pointers through a dense
+// array while the loads of the nodes overlap. Lists are doubly linked, so
+// Cancel unlinks at once in O(1), and the first timer of a list names the
+// list in its prev link, so no timer needs a list field.
+// BenchmarkScheduleCancel reports the heap per pending timer (B/timer),
+// slab, block descriptors and free bitmap included.
 //
-// The slab grows in chunks of 1, 1, 2, 4, ... 32, then 68 blocks as the
+// The slab grows by a chunk of 64 timers, then chunks of 4096, as the
 // number pending grows, and shrinks again: a wheel that never held a timer
 // costs about a kilobyte (BenchmarkIdle and TestAllocIdleWheel measure the
 // heap of idle wheels), and when the top chunk and the one below it are
-// both free, the top one goes back to the Go heap — no sooner than 4096
-// ticks after the slab last grew, so a load that comes in bursts keeps its
-// chunks. A lane (see Concurrency) keeps the block it took last until its
-// next refill, at most 64 Schedules on its P later; then it moves to the
-// lowest free block, and the slab above can go. Freed timers are reused lowest
+// both free (or no timer is pending), the top one goes back to the Go heap
+// — no sooner than 4096 ticks after the slab last grew, so a load that
+// comes in bursts keeps its chunks. A lane (see Concurrency) keeps the
+// block of 64 timers it took last until its next refill, at most 64
+// Schedules on its P later; then it moves to the lowest free block, and
+// the slab above can go. Freed timers are reused lowest
 // index first (a bitmap hierarchy, 1 bit a timer), which keeps the timers
 // of one slot close together — with a LIFO free list the slab turned into
 // a random walk after a few million timers and firing cost about ten times
@@ -84,13 +85,13 @@
 //
 // A wheel is made of shards, each a complete wheel with its own mutex;
 // Schedule picks the shard from a hash of the id and the Handle remembers
-// it. One shard is the default, and the right choice on small machines:
-// spreading timers by id sends every shard's cache lines back and forth
-// between the cores, where one lock lets a core run a burst of operations
-// on lines it already holds, and each extra shard costs Advance a lock per
-// batch to merge shards in deadline order
-// (BenchmarkParallelScheduleCancel sweeps the count). Config.Shards is
-// there for machines with many cores; measure there before raising it.
+// it. One shard is the default. With staging, Schedule+Cancel from all Ps
+// at once gained from a few shards in BenchmarkParallelScheduleCancel (2
+// and 4 ahead of 1 by about a quarter on a 2-core machine, 8 behind),
+// since each shard's lanes refill under its own lock; but each extra
+// shard costs Advance a lock per batch to merge shards in deadline order,
+// and a single poller firing timers pays that.
+// Measure both on the target machine before raising Config.Shards.
 //
 // Where Schedule+Cancel's time went, measured with -cpuprofile (hardware
 // counters are not available in the VM the figures come from): with the
@@ -378,8 +379,8 @@ func (w *Wheel) ScheduleAt(d time.Duration, id uint64) (Handle, error) {
 			b.nodes[bk] = node{deadline: t, id: id}
 			g := b.state(bk) >> 1
 			s.count++
-			s.insert(b, bk)
-			s.setState(b, bk, g<<1|stWheel)
+			s.insert(b.base + uint32(bk))
+			s.setState(&b.links[bk], g<<1|stWheel)
 			s.mu.Unlock()
 			return makeHandle(g, si, b.base+uint32(bk)), nil
 		}
@@ -451,8 +452,8 @@ func (w *Wheel) Cancel(h Handle) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.unlink(b, k)
-	s.release(b, k, g)
+	s.unlink(i)
+	s.releaseBlock(b, k, g)
 	s.mu.Unlock()
 	return true
 }
@@ -485,9 +486,9 @@ func (w *Wheel) ResetAt(h Handle, d time.Duration) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.unlink(b, k)
+	s.unlink(b.base + uint32(k))
 	b.nodes[k].deadline = t
-	s.insert(b, k)
+	s.insert(b.base + uint32(k))
 	s.mu.Unlock()
 	return true
 }
