@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -177,6 +178,9 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		ref, err := z.table.Insert(f.seq, *m, stored, req.UserBuffer, scratchSize(m.kind, m.max, int(m.ncodes), len(req.Keys)))
 		if err != nil {
 			f.releaseReservation(m.kind)
+			if errors.Is(err, ctxtable.ErrFull) { // a slab's limit, far beyond the zone's bounds
+				return 0, ErrTooManyRequests
+			}
 			return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 		f.ref, f.m = ref, ref.Meta()
