@@ -1,8 +1,9 @@
 // Package daemon holds what idem's test servers (internal/redistest's
 // redis-server and Redis Cluster, internal/sqltest's PostgreSQL and
 // MariaDB) share: a free loopback port, stopping a server process, one
-// server per test binary, and the rule that a test without its server
-// skips — except in CI, where it fails.
+// server per test binary, the rule that a test without its server skips —
+// except in CI, where it fails — and the TestMain that stops the servers
+// and then looks for leaked goroutines.
 package daemon
 
 import (
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // FreePort returns a loopback port nothing listens on at the moment. A
@@ -99,4 +102,21 @@ func (s *Shared[T]) Stop(stop func(T)) {
 	}
 	var zero T
 	s.started, s.v, s.err = false, zero, nil
+}
+
+// Main is a TestMain: it runs m, calls each stop (the servers' Stop
+// functions), then, if the tests passed, fails the run when a goroutine
+// leaked (goleak.Find). It exits the process.
+func Main(m *testing.M, stops ...func()) {
+	code := m.Run()
+	for _, stop := range stops {
+		stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			println("goleak:", err.Error())
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

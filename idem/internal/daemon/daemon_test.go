@@ -4,16 +4,46 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/readretry/readretry/idem/internal/daemon"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// leakEnv makes the test binary leak a goroutine before Main (see
+// TestMainLeak).
+const leakEnv = "DAEMON_TEST_LEAK"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(leakEnv) == "1" {
+		block := make(chan struct{})
+		go func() { <-block }()
+		daemon.Main(m, func() { fmt.Println("server stopped") })
+	}
+	daemon.Main(m)
+}
+
+// TestMainLeak: Main stops the servers after the tests and fails a run
+// that passed but leaked a goroutine.
+func TestMainLeak(t *testing.T) {
+	if os.Getenv(leakEnv) == "1" {
+		return // the child: pass, and leak
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMainLeak$")
+	cmd.Env = append(os.Environ(), leakEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("leaking run: %v, want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "server stopped") || !strings.Contains(string(out), "goleak:") {
+		t.Fatalf("leaking run did not stop the server and report the leak:\n%s", out)
+	}
+}
 
 func TestFreePort(t *testing.T) {
 	port, err := daemon.FreePort()
