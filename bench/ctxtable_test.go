@@ -22,6 +22,7 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 	"github.com/readretry/readretry/ctxtable"
+	"github.com/readretry/readretry/internal/arrival"
 	"github.com/valyala/bytebufferpool"
 )
 
@@ -254,72 +255,11 @@ type ctxWindow struct {
 	_    [64]byte // keep workers' windows on separate cache lines
 	hi   uint64   // next k to insert
 	w, p uint64
-	ans  ctxAnswers
-	m    ctxMeta // the meta handed to insert, kept here so it does not escape per op
+	ans  arrival.Order // the order the answers to this worker's sends arrive in, as in ctxtable's own benchmarks
+	m    ctxMeta       // the meta handed to insert, kept here so it does not escape per op
 }
 
 func (w *ctxWindow) seq(k uint64) uint64 { return k*w.p + w.w }
-
-// ctxAnswers yields the order in which the engine's answers arrive, as
-// counter values k. Sends go out in counter order, round robin over 4
-// proxies (SPEC R13's ordinary balancing); each proxy answers its share in
-// order over its own TCP stream, with its own latency, so the answers are 4
-// in-order streams merged, proxy p's running 64·(4^p-1)/3 positions (0, 64,
-// 320, 1344) behind proxy 0's. One answer in 128 is a straggler that comes
-// 65,536 answers late (a slow proxy, a lost packet re-sent). So every store
-// sees a stream of inserts and four streams of lookups and deletes about
-// 500,000 contexts behind it, neither one hot cache line nor random keys;
-// ctxtable's own BenchmarkInsertLookupDelete uses the same order.
-type ctxAnswers struct {
-	next       [ctxProxies]uint64 // proxy p's next answer is k = next[p]·ctxProxies + p
-	given      uint64
-	head, tail uint64 // stragglers waiting in late
-	late       [1024]struct{ k, due uint64 }
-}
-
-const ctxProxies = 4
-
-func ctxLag(p int) uint64 { return 64 * ((1 << (2 * p)) - 1) / 3 }
-
-func ctxStraggler(k uint64) bool { return (k*0x9E3779B97F4A7C15)>>57 == 0 }
-
-// take returns the k answered next: k arrives at time k + ctxLag(k mod 4).
-func (a *ctxAnswers) take() uint64 {
-	a.given++
-	if a.head != a.tail {
-		if s := &a.late[a.head%uint64(len(a.late))]; s.due <= a.given {
-			a.head++
-			return s.k
-		}
-	}
-	for {
-		best, at := 0, uint64(1<<63)
-		for p := range ctxProxies {
-			if t := a.next[p]*ctxProxies + uint64(p) + ctxLag(p); t < at {
-				best, at = p, t
-			}
-		}
-		k := a.next[best]*ctxProxies + uint64(best)
-		a.next[best]++
-		if ctxStraggler(k) && a.tail-a.head < uint64(len(a.late)) {
-			a.late[a.tail%uint64(len(a.late))] = struct{ k, due uint64 }{k, a.given + 65536}
-			a.tail++
-			continue
-		}
-		return k
-	}
-}
-
-// front returns the highest k answered: every k above it is resident.
-func (a *ctxAnswers) front() uint64 {
-	f := uint64(0)
-	for p := range ctxProxies {
-		if a.next[p] > 0 {
-			f = max(f, (a.next[p]-1)*ctxProxies+uint64(p))
-		}
-	}
-	return f
-}
 
 var (
 	ctxFixMu    sync.Mutex
@@ -377,7 +317,7 @@ func ctxCycle(b *testing.B, s ctxStore, w *ctxWindow) (uint64, bool) {
 		return 0, false
 	}
 	w.hi++
-	seq = w.seq(w.ans.take())
+	seq = w.seq(w.ans.Take())
 	v, ok := s.touch(seq)
 	if !ok || !s.remove(seq) {
 		b.Error("resident context missing")
@@ -407,7 +347,7 @@ func ctxReport(b *testing.B, kind, store string) {
 
 // BenchmarkCtxCycle: insert + lookup/update/read + delete per op, 500,000
 // resident, single goroutine and all Ps, in the engine's send/answer
-// order (ctxAnswers).
+// order (arrival.Order).
 func BenchmarkCtxCycle(b *testing.B) {
 	for _, st := range ctxStores {
 		b.Run(st.name+"/single", func(b *testing.B) {
@@ -456,7 +396,7 @@ func BenchmarkCtxLookup(b *testing.B) {
 		b.Run(st.name+"/single", func(b *testing.B) {
 			f := getCtxFixture(b, st.name, st.make, 1)
 			w := &f.win[0]
-			lo := w.ans.front() + 1
+			lo := w.ans.Front() + 1
 			span := w.hi - lo
 			var v uint64
 			b.ReportAllocs()
@@ -476,7 +416,7 @@ func BenchmarkCtxLookup(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				w := &f.win[int(f.next.Add(1)-1)%len(f.win)]
-				lo := w.ans.front() + 1
+				lo := w.ans.Front() + 1
 				span := w.hi - lo
 				var v uint64
 				for i := uint64(0); pb.Next(); i++ {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/readretry/readretry/internal/arrival"
 )
 
 // benchMeta is shaped like the engine's context (docs/design.md, "One read,
@@ -61,80 +62,14 @@ type fixture struct {
 }
 
 type window struct {
-	_    [64]byte // keep workers' windows on separate cache lines
-	hi   uint64   // next k to insert
-	w, p uint64   // worker number, worker count
-	ans  answers
+	_    [64]byte      // keep workers' windows on separate cache lines
+	hi   uint64        // next k to insert
+	w, p uint64        // worker number, worker count
+	ans  arrival.Order // the order the answers to this worker's sends arrive in
 	_    [64]byte
 }
 
 func (w *window) seq(k uint64) uint64 { return k*w.p + w.w }
-
-// answers yields the order in which the engine's answers arrive, as counter
-// values k. Sends go out in counter order, round robin over 4 proxies (SPEC
-// R13's ordinary balancing); each proxy answers its share in order over
-// its own TCP stream, with its own latency, so the answers are 4 in-order
-// streams merged, each running a fixed distance behind the sends (proxy p
-// by 64·(4^p-1)/3 positions more than proxy 0: 0, 64, 320, 1344). One
-// answer in 128 is a straggler that comes 65,536 answers late (a slow
-// proxy, a lost packet re-sent). So the benchmarks touch the table the way
-// the engine does: a stream of inserts and four streams of lookups and
-// deletes about `resident` contexts behind it, neither on one hot cache
-// line nor at random.
-type answers struct {
-	next       [proxies]uint64 // proxy p's next answer is k = next[p]·proxies + p
-	given      uint64          // answers handed out
-	head, tail uint64          // stragglers waiting in late
-	late       [1024]struct{ k, due uint64 }
-}
-
-const proxies = 4
-
-// lag returns how many positions proxy p's answers run behind proxy 0's.
-func lag(p int) uint64 { return 64 * ((1 << (2 * p)) - 1) / 3 }
-
-// isStraggler reports whether k's answer comes late (1 in 128, spread).
-func isStraggler(k uint64) bool { return (k*0x9E3779B97F4A7C15)>>57 == 0 }
-
-// front returns the highest k any stream has answered: every k above it is
-// still resident (stragglers aside, which are below it).
-func (a *answers) front() uint64 {
-	f := uint64(0)
-	for p := range proxies {
-		if a.next[p] > 0 {
-			f = max(f, (a.next[p]-1)*proxies+uint64(p))
-		}
-	}
-	return f
-}
-
-// take returns the k answered next: k arrives at time k + lag(k mod 4),
-// so the next answer is the earliest of the four streams' heads.
-func (a *answers) take() uint64 {
-	a.given++
-	if a.head != a.tail {
-		if s := &a.late[a.head%uint64(len(a.late))]; s.due <= a.given {
-			a.head++
-			return s.k
-		}
-	}
-	for {
-		best, at := 0, uint64(1<<63)
-		for p := range proxies {
-			if t := a.next[p]*proxies + uint64(p) + lag(p); t < at {
-				best, at = p, t
-			}
-		}
-		k := a.next[best]*proxies + uint64(best)
-		a.next[best]++
-		if isStraggler(k) && a.tail-a.head < uint64(len(a.late)) {
-			a.late[a.tail%uint64(len(a.late))] = struct{ k, due uint64 }{k, a.given + 65536}
-			a.tail++
-			continue
-		}
-		return k
-	}
-}
 
 var (
 	fixturesMu sync.Mutex
@@ -192,7 +127,7 @@ func cycle(b *testing.B, t *Table[benchMeta], w *window) (v uint64, ok bool) {
 		return 0, false
 	}
 	w.hi++
-	s = w.seq(w.ans.take())
+	s = w.seq(w.ans.Take())
 	r, found := t.Lookup(s)
 	if !found {
 		b.Error("resident context missing")
@@ -250,7 +185,7 @@ func BenchmarkInsertLookupDelete(b *testing.B) {
 // oldest contexts, which the answers have not reached yet.
 // Like cycle, it reports a failure with b.Error and ok == false.
 func lookupAt(b *testing.B, t *Table[benchMeta], w *window, stride, i uint64) (uint64, bool) {
-	front := w.ans.front() + 1
+	front := w.ans.Front() + 1
 	r, ok := t.Lookup(w.seq(front + (i*stride)%(w.hi-front)))
 	if !ok {
 		b.Error("missing")

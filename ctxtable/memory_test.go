@@ -50,27 +50,3 @@ func TestAllocOverhead(t *testing.T) {
 	}
 	runtime.KeepAlive(tab)
 }
-
-// TestAnswerOrder: the benchmarks' answer order answers every context
-// exactly once, and never one not yet sent.
-func TestAnswerOrder(t *testing.T) {
-	var a answers
-	const n = 1 << 20
-	seen := make([]bool, n+1<<17)
-	for i := range n {
-		k := a.take()
-		if k >= uint64(len(seen)) || seen[k] {
-			t.Fatalf("answer %d: k %d out of range or twice", i, k)
-		}
-		seen[k] = true
-	}
-	missing := 0
-	for k := range n - 1<<17 {
-		if !seen[k] {
-			missing++
-		}
-	}
-	if missing > 1024 { // stragglers still waiting
-		t.Fatalf("%d contexts of the first %d never answered", missing, n-1<<17)
-	}
-}

@@ -479,32 +479,15 @@ func (m *Memory) Complete(_ context.Context, key []byte, fence Fence, result []b
 	if !ok {
 		return ErrTTL
 	}
-	h := maphash.Bytes(m.seed, key)
-	si := m.shardOf(h)
-	sh := &m.shards[si]
-	sh.mu.Lock()
+	sh, si, slot, err := m.held(key, fence, now)
+	if err != nil {
+		return err
+	}
 	defer sh.mu.Unlock()
-	slot, found := sh.find(h, false, key)
-	if !found {
-		return ErrLost
+	if err := m.retime(sh, si, slot, exp); err != nil {
+		return err
 	}
 	s := &sh.slots[slot]
-	if s.expires <= now || s.fence != fence {
-		return ErrLost
-	}
-	deadline := m.start.Add(time.Duration(exp))
-	if !m.wheel.Reset(s.timer, deadline) {
-		// The old timer is being fired right now: give the slot a new
-		// generation so that the late fire ignores it, and a new timer.
-		s.gen++
-		th, err := m.wheel.Schedule(deadline, timerID(s.gen, slot, si))
-		if err != nil {
-			m.remove(sh, slot, false)
-			return wheelErr(err)
-		}
-		s.timer = th
-	}
-	s.expires = exp
 	old := 0
 	if s.state == stDone {
 		// Completed again by its holder: it moves to the tail.
@@ -534,24 +517,47 @@ func (m *Memory) Extend(_ context.Context, key []byte, fence Fence, ttl time.Dur
 	if !ok {
 		return ErrTTL
 	}
-	h := maphash.Bytes(m.seed, key)
-	si := m.shardOf(h)
-	sh := &m.shards[si]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, found := sh.find(h, false, key)
-	if !found {
-		return ErrLost
+	sh, si, slot, err := m.held(key, fence, now)
+	if err != nil {
+		return err
 	}
+	defer sh.mu.Unlock()
 	s := &sh.slots[slot]
-	if s.expires <= now || s.fence != fence || s.state != stPending {
+	if s.state != stPending {
 		return ErrLost
 	}
 	if exp <= s.expires {
 		return nil
 	}
+	return m.retime(sh, si, slot, exp)
+}
+
+// held finds key's live entry held under fence and returns it with its
+// shard locked; the caller unlocks sh.mu. If there is none (absent,
+// expired, or another holder's fence), it returns ErrLost and leaves the
+// shard unlocked.
+func (m *Memory) held(key []byte, fence Fence, now int64) (sh *memShard, si int, slot uint32, err error) {
+	h := maphash.Bytes(m.seed, key)
+	si = m.shardOf(h)
+	sh = &m.shards[si]
+	sh.mu.Lock()
+	slot, found := sh.find(h, false, key)
+	if !found || sh.slots[slot].expires <= now || sh.slots[slot].fence != fence {
+		sh.mu.Unlock()
+		return nil, 0, 0, ErrLost
+	}
+	return sh, si, slot, nil
+}
+
+// retime moves the entry in slot of shard si (sh.mu held) to expire at
+// exp, store time, timer included. If the wheel cannot schedule it, the
+// entry is removed and the wheel's error mapped to the store's returned.
+func (m *Memory) retime(sh *memShard, si int, slot uint32, exp int64) error {
+	s := &sh.slots[slot]
 	deadline := m.start.Add(time.Duration(exp))
 	if !m.wheel.Reset(s.timer, deadline) {
+		// The old timer is being fired right now: give the slot a new
+		// generation so that the late fire ignores it, and a new timer.
 		s.gen++
 		th, err := m.wheel.Schedule(deadline, timerID(s.gen, slot, si))
 		if err != nil {
@@ -579,20 +585,12 @@ func (m *Memory) Release(_ context.Context, key []byte, fence Fence) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	now := m.now()
-	h := maphash.Bytes(m.seed, key)
-	sh := &m.shards[m.shardOf(h)]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, found := sh.find(h, false, key)
-	if !found {
-		return ErrLost
-	}
-	s := &sh.slots[slot]
-	if s.expires <= now || s.fence != fence {
-		return ErrLost
+	sh, _, slot, err := m.held(key, fence, m.now())
+	if err != nil {
+		return err
 	}
 	m.remove(sh, slot, true)
+	sh.mu.Unlock()
 	return nil
 }
 

@@ -135,7 +135,9 @@ func (r *Report) finishLatency() {
 	}
 }
 
-func fmtMs(v float64) string {
+// FormatMs formats v milliseconds as the tables print latencies: whole
+// milliseconds from 100, one decimal from 10, two below, then "ms".
+func FormatMs(v float64) string {
 	switch {
 	case v >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
@@ -171,7 +173,7 @@ func WriteTable(w io.Writer, reports []Report) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%d\t%d\t%s\t%s\t%s\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
 			name, mode, r.Requests, r.OKPct(), r.ReadsOKPct(), r.ReadRetryTimeouts, r.WaitTimeouts+r.OtherErrors,
-			fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms), r.AttemptsPerReq, r.RetriesRefused, r.DuplicatesDropped,
+			FormatMs(r.P50Ms), FormatMs(r.P99Ms), FormatMs(r.P999Ms), r.AttemptsPerReq, r.RetriesRefused, r.DuplicatesDropped,
 			r.RecordsMissing, r.RecordsDuplicated, r.PeakContexts, r.BytesPerContext, check)
 	}
 	return tw.Flush()
@@ -217,7 +219,7 @@ func Targets(reports []Report) []Target {
 		out = append(out, Target{
 			Name: "slow-tail p99.9",
 			Want: ">= 5x lower with retry, < 10% extra attempts",
-			Got:  fmt.Sprintf("%s vs %s (%.1fx), %.2f%% extra attempts", fmtMs(on.P999Ms), fmtMs(off.P999Ms), ratio, on.ExtraAttemptsPct),
+			Got:  fmt.Sprintf("%s vs %s (%.1fx), %.2f%% extra attempts", FormatMs(on.P999Ms), FormatMs(off.P999Ms), ratio, on.ExtraAttemptsPct),
 			Met:  ratio >= 5 && on.ExtraAttemptsPct < 10,
 		})
 	}
@@ -290,13 +292,13 @@ func capacityTargets(r *Report) []Target {
 	out = append(out, Target{
 		Name: r.Scenario + " GC pause p99",
 		Want: "<= 1 ms",
-		Got:  fmt.Sprintf("%s over %d pauses; CPU %.2f µs per read%s", fmtMs(r.GCPauseP99Ms), r.GCPauses, r.CPUNsPerRead/1e3, where),
+		Got:  fmt.Sprintf("%s over %d pauses; CPU %.2f µs per read%s", FormatMs(r.GCPauseP99Ms), r.GCPauses, r.CPUNsPerRead/1e3, where),
 		Met:  r.GCPauses > 0 && r.GCPauseP99Ms <= 1,
 	})
 	out = append(out, Target{
 		Name: r.Scenario + " poller kept up",
 		Want: fmt.Sprintf("max stall < %d ms", StallNoteMs),
-		Got:  fmt.Sprintf("max stall %s", fmtMs(r.MaxStallMs)),
+		Got:  fmt.Sprintf("max stall %s", FormatMs(r.MaxStallMs)),
 		Met:  r.MaxStallMs < StallNoteMs,
 	})
 	return out
@@ -318,7 +320,7 @@ func Notes(reports []Report) []string {
 				mode = "on"
 			}
 			out = append(out, fmt.Sprintf("note: %s (retry %s): the client stalled for up to %s (machine busy or paused); its latencies and timeouts include that",
-				r.Scenario, mode, fmtMs(r.MaxStallMs)))
+				r.Scenario, mode, FormatMs(r.MaxStallMs)))
 		}
 	}
 	return out

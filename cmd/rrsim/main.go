@@ -33,7 +33,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"time"
@@ -41,12 +40,8 @@ import (
 	"github.com/readretry/readretry/sim"
 )
 
-// fleetChildFlag, as the only argument, makes rrsim the child process that
-// serves a capacity scenario's proxies (sim.ServeFleet on stdin/stdout).
-const fleetChildFlag = "-fleet-child"
-
 func main() {
-	if len(os.Args) == 2 && os.Args[1] == fleetChildFlag {
+	if sim.IsFleetChild(os.Args) {
 		if err := sim.ServeFleet(os.Stdin, os.Stdout, sim.FleetHooks{}); err != nil {
 			fmt.Fprintln(os.Stderr, "rrsim:", err)
 			os.Exit(1)
@@ -79,16 +74,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	scenario := fs.String("scenario", "default", "scenario `NAME`, a comma-separated list, \"default\" or \"all\"")
 	profile := fs.String("profile", "", "run one custom scenario whose proxies all have this profile `SPEC` (e.g. latency=1ms/50ms,drop=0.02,cut=0.1@2); overrides -scenario")
-	duration := fs.Duration("duration", 2*time.Second, "how long each scenario sends requests")
+	var of sim.Flags
+	of.Register(fs, sim.FlagUsage{
+		Duration: "how long each scenario sends requests",
+		Rate:     "requests per second per mode, open loop",
+		Simple:   "read retry budget of simple reads (SPEC R1)",
+		Complex:  "read retry budget of complex reads (SPEC R1)",
+		Retries:  "ReadRetryMaxCnt of the zone (SPEC R5), 1..8",
+		Wait:     "wait timeout of requests without read retry",
+	})
 	count := fs.Int("count", 0, "send exactly `N` requests per mode instead of running for -duration")
-	rate := fs.Int("rate", 2000, "requests per second per mode, open loop")
 	hosts := fs.Int("hosts", 4, "logical hosts in the zone")
 	ports := fs.Int("ports", 2, "proxies per host")
-	seed := fs.Uint64("seed", 1, "seed of the dataset, the workload and the faults")
-	simple := fs.Duration("simple", 300*time.Millisecond, "read retry budget of simple reads (SPEC R1)")
-	complexBudget := fs.Duration("complex", 600*time.Millisecond, "read retry budget of complex reads (SPEC R1)")
-	retries := fs.Int("retries", 2, "ReadRetryMaxCnt of the zone (SPEC R5), 1..8")
-	wait := fs.Duration("wait", time.Second, "wait timeout of requests without read retry")
 	asJSON := fs.Bool("json", false, "print one JSON array of reports instead of the table")
 	plot := fs.String("plot", "", "write the latency CDFs (retry on vs off, per scenario) to `FILE.png`")
 	verbose := fs.Bool("v", false, "log the engine's and the transport's messages to stderr")
@@ -107,11 +104,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *retries < 1 || *retries > 8 {
-		return nil, fmt.Errorf("-retries %d: want 1..8", *retries)
+	if err := of.Check(); err != nil {
+		return nil, err
 	}
-	if *duration <= 0 || *rate <= 0 || *hosts <= 0 || *ports <= 0 || *count < 0 || *simple <= 0 || *complexBudget <= 0 || *wait <= 0 {
-		return nil, errors.New("-duration, -rate, -hosts, -ports, -simple, -complex and -wait must be positive, -count not negative")
+	if *hosts <= 0 || *ports <= 0 || *count < 0 {
+		return nil, errors.New("-hosts and -ports must be positive, -count not negative")
 	}
 	cfg := &config{json: *asJSON, plot: *plot, verbose: *verbose, metrics: *metrics}
 	if *profile != "" {
@@ -127,25 +124,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 		cfg.scenarios = sc
 	}
-	cfg.opt = sim.Options{
-		Duration: *duration, Requests: *count, Rate: *rate, Hosts: *hosts, Ports: *ports, Seed: *seed,
-		SimpleBudget: *simple, ComplexBudget: *complexBudget, MaxRetries: *retries, WaitTimeout: *wait,
-		FleetProcess: fleetProcess,
-	}
+	cfg.opt = of.Options()
+	cfg.opt.Requests, cfg.opt.Hosts, cfg.opt.Ports = *count, *hosts, *ports
+	// The capacity scenario's proxies run in this binary started again,
+	// so that its memory and CPU figures are the client's own.
+	cfg.opt.FleetProcess = sim.FleetChild
 	return cfg, nil
-}
-
-// fleetProcess returns this binary started again as a fleet child, for
-// the capacity scenario's proxies (so that its memory and CPU figures are
-// the client's own).
-func fleetProcess() *exec.Cmd {
-	exe, err := os.Executable()
-	if err != nil {
-		exe = os.Args[0]
-	}
-	cmd := exec.Command(exe, fleetChildFlag)
-	cmd.Stderr = os.Stderr
-	return cmd
 }
 
 // run is the command without the process: it returns the exit status.

@@ -2,28 +2,17 @@ package redisstore_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
+	"github.com/readretry/readretry/idem/internal/daemon"
 	"github.com/readretry/readretry/idem/internal/redistest"
 	"github.com/readretry/readretry/idem/redisstore"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // TestMain stops the shared redis-server after the tests and checks that
 // nothing leaked goroutines.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.Stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			println("goleak:", err.Error())
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { daemon.Main(m, redistest.Stop) }
 
 // newClient connects to the shared test server (skipping outside CI when
 // redis-server is not installed) and flushes it.

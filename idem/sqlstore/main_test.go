@@ -2,32 +2,21 @@ package sqlstore_test
 
 import (
 	"database/sql"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/readretry/readretry/idem/internal/daemon"
 	"github.com/readretry/readretry/idem/internal/sqltest"
 	"github.com/readretry/readretry/idem/sqlstore"
-	"go.uber.org/goleak"
 	_ "modernc.org/sqlite"
 )
 
 // TestMain stops the PostgreSQL and MariaDB servers the tests started (one
 // of each for the whole package), then checks that nothing leaked
 // goroutines.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sqltest.StopAll()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			println("goleak:", err.Error())
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { daemon.Main(m, sqltest.StopAll) }
 
 // backend is one database the tests run on: its dialect and a function
 // that opens a new, empty database on it for one test.

@@ -25,18 +25,7 @@ import (
 func serverStore(t *testing.T, b backend, c sqlstore.Config) (*sqlstore.Store, *sql.DB) {
 	t.Helper()
 	db := b.open(t)
-	d, err := sqlstore.DialectOf(db)
-	if err != nil || d.Name != b.d.Name {
-		t.Fatalf("DialectOf(%s) = %v, %v", b.name, d.Name, err)
-	}
-	s, err := sqlstore.New(db, d, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CreateTable(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s, db
+	return storeOn(t, db, b.d.Name, c), db
 }
 
 // conformance runs the store suite on b — 1,000 goroutines claiming one ID

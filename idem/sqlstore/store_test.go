@@ -12,12 +12,20 @@ import (
 	"github.com/readretry/readretry/idem/sqlstore"
 )
 
+// newStore is a store on a new SQLite database, its table created.
 func newStore(t testing.TB, c sqlstore.Config) (*sqlstore.Store, *sql.DB) {
 	t.Helper()
 	db := openSQLite(t)
+	return storeOn(t, db, "", c), db
+}
+
+// storeOn returns a store on db in the dialect DialectOf finds — which
+// must be the one named want, unless want is "" — its table created.
+func storeOn(t testing.TB, db *sql.DB, want string, c sqlstore.Config) *sqlstore.Store {
+	t.Helper()
 	d, err := sqlstore.DialectOf(db)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || (want != "" && d.Name != want) {
+		t.Fatalf("DialectOf = %v, %v; want %q", d.Name, err, want)
 	}
 	s, err := sqlstore.New(db, d, c)
 	if err != nil {
@@ -26,7 +34,7 @@ func newStore(t testing.TB, c sqlstore.Config) (*sqlstore.Store, *sql.DB) {
 	if err := s.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s, db
+	return s
 }
 
 // TestSQLiteConformance runs the store suite — 1,000 goroutines claiming

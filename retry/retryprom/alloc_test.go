@@ -3,14 +3,11 @@
 package retryprom_test
 
 import (
-	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/readretry/readretry/retry"
 	"github.com/readretry/readretry/retry/retryprom"
-	"github.com/readretry/readretry/retry/retrytest"
 	"github.com/readretry/readretry/wire"
 )
 
@@ -19,25 +16,7 @@ import (
 // (SPEC §5): the collector adds nothing to the request path. (Not under
 // -race, which allocates on its own.)
 func TestAllocRequestPath(t *testing.T) {
-	tr := retrytest.NewTransport()
-	c, err := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := retry.Proxy{Host: "10.0.0.1", Port: 9000}
-	tr.SetHandler(p, retrytest.Serve(retrytest.Data{}, 0))
-	zone := retry.Zone{AppID: 1, ZoneID: 1}
-	if err := c.ApplyRoute(zone, []retry.Proxy{p}, "tcp://10.0.0.9:9000;conf://ReadRetryCmd=7&ReadRetryMaxCnt=2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetReadRetryTimeout(time.Second, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	col, err := retryprom.New(retryprom.Config{Client: c, Zones: func() []retry.Zone { return []retry.Zone{zone} }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, zone, col := servedZone(t)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
 	req := retry.Request{Command: wire.CmdGet, Key: []byte("user:1"), UserBuffer: make([]byte, 16)}

@@ -42,6 +42,34 @@ func zoneLabels(z retry.Zone) (app, zone string) {
 	return strconv.FormatUint(uint64(z.AppID), 10), strconv.FormatUint(uint64(z.ZoneID), 10)
 }
 
+// servedZone returns a client whose one zone (1/1) routes to one
+// retrytest proxy that answers every read, with read retry on (GET
+// listed, budgets 1 s), and a collector of that zone. The client is closed
+// when t ends.
+func servedZone(t *testing.T) (*retry.Client, retry.Zone, *retryprom.Collector) {
+	t.Helper()
+	tr := retrytest.NewTransport()
+	c, err := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	p := retry.Proxy{Host: "10.0.0.1", Port: 9000}
+	tr.SetHandler(p, retrytest.Serve(retrytest.Data{}, 0))
+	zone := retry.Zone{AppID: 1, ZoneID: 1}
+	if err := c.ApplyRoute(zone, []retry.Proxy{p}, "tcp://10.0.0.9:9000;conf://ReadRetryCmd=7&ReadRetryMaxCnt=2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadRetryTimeout(time.Second, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	col, err := retryprom.New(retryprom.Config{Client: c, Zones: func() []retry.Zone { return []retry.Zone{zone} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, zone, col
+}
+
 // scrape GETs url and parses the Prometheus text format.
 func scrape(t *testing.T, client *http.Client, url string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -539,25 +567,7 @@ func TestSameAsConstMetrics(t *testing.T) {
 // sends and polls (run with -race); counters never go back between two
 // scrapes, and the last scrape after the work sees all of it.
 func TestConcurrentScrapes(t *testing.T) {
-	tr := retrytest.NewTransport()
-	c, err := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := retry.Proxy{Host: "10.0.0.1", Port: 9000}
-	tr.SetHandler(p, retrytest.Serve(retrytest.Data{}, 0))
-	zone := retry.Zone{AppID: 1, ZoneID: 1}
-	if err := c.ApplyRoute(zone, []retry.Proxy{p}, "tcp://10.0.0.9:9000;conf://ReadRetryCmd=7&ReadRetryMaxCnt=2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetReadRetryTimeout(time.Second, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	col, err := retryprom.New(retryprom.Config{Client: c, Zones: func() []retry.Zone { return []retry.Zone{zone} }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, zone, col := servedZone(t)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
 	finals := func() float64 {

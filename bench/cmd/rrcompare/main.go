@@ -48,12 +48,8 @@ import (
 	"github.com/readretry/readretry/sim"
 )
 
-// fleetChildFlag, as the only argument, makes rrcompare the child process
-// that serves the proxies and their gRPC fronts.
-const fleetChildFlag = "-fleet-child"
-
 func main() {
-	if len(os.Args) == 2 && os.Args[1] == fleetChildFlag {
+	if sim.IsFleetChild(os.Args) {
 		if err := serveChild(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "rrcompare:", err)
 			os.Exit(1)
@@ -61,7 +57,7 @@ func main() {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, childProcess)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, sim.FleetChild)
 	stop()
 	os.Exit(code)
 }
@@ -81,17 +77,6 @@ func serveChild(in io.Reader, out io.Writer) error {
 		},
 		Changed: func(f *sim.Fleet) error { return fr.follow(f) },
 	})
-}
-
-// childProcess is this binary again, as a fleet child.
-func childProcess() *exec.Cmd {
-	exe, err := os.Executable()
-	if err != nil {
-		exe = os.Args[0]
-	}
-	cmd := exec.Command(exe, fleetChildFlag)
-	cmd.Stderr = os.Stderr
-	return cmd
 }
 
 // cpuScenario is steady at -cpu-rate: CPU per request where the
@@ -119,13 +104,15 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	scenario := fs.String("scenario", "default", "comma-separated scenario `NAMES`, or \"default\"")
 	clients := fs.String("clients", "all", "comma-separated client `NAMES`, or \"all\"")
-	duration := fs.Duration("duration", 2*time.Second, "how long each client sends in each scenario")
-	rate := fs.Int("rate", 2000, "requests per second, open loop")
-	seed := fs.Uint64("seed", 1, "seed of the dataset, the workload and the faults")
-	simple := fs.Duration("simple", 300*time.Millisecond, "budget of simple reads (SPEC R1)")
-	complexBudget := fs.Duration("complex", 600*time.Millisecond, "budget of complex reads (SPEC R1)")
-	retries := fs.Int("retries", 2, "re-sends per read: ReadRetryMaxCnt, n hedges, maxAttempts-1")
-	wait := fs.Duration("wait", time.Second, "timeout of writes (never retried)")
+	var of sim.Flags
+	of.Register(fs, sim.FlagUsage{
+		Duration: "how long each client sends in each scenario",
+		Rate:     "requests per second, open loop",
+		Simple:   "budget of simple reads (SPEC R1)",
+		Complex:  "budget of complex reads (SPEC R1)",
+		Retries:  "re-sends per read: ReadRetryMaxCnt, n hedges, maxAttempts-1",
+		Wait:     "timeout of writes (never retried)",
+	})
 	inflight := fs.Int("inflight", 100_000, "requests in flight in the inflight scenario")
 	inflightRate := fs.Int("inflight-rate", 25_000, "requests per second while the inflight scenario fills up")
 	cpuRate := fs.Int("cpu-rate", 10_000, "requests per second of the cpu scenario (steady proxies)")
@@ -152,11 +139,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *duration <= 0 || *rate <= 0 || *simple <= 0 || *complexBudget <= 0 || *wait <= 0 || *inflight <= 0 || *inflightRate <= 0 || *cpuRate <= 0 {
-		return nil, errors.New("-duration, -rate, -simple, -complex, -wait, -inflight and -inflight-rate must be positive")
+	if err := of.Check(); err != nil {
+		return nil, err
 	}
-	if *retries < 1 || *retries > 8 {
-		return nil, fmt.Errorf("-retries %d: want 1..8", *retries)
+	if *inflight <= 0 || *inflightRate <= 0 || *cpuRate <= 0 {
+		return nil, errors.New("-inflight, -inflight-rate and -cpu-rate must be positive")
 	}
 	cfg := &config{json: *asJSON, plot: *plotPath, inflight: *inflight, inflightRate: *inflightRate, cpuRate: *cpuRate}
 	names := defaultScenarios
@@ -206,8 +193,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			cfg.kinds = append(cfg.kinds, kinds[i])
 		}
 	}
-	cfg.opt = sim.Options{Duration: *duration, Rate: *rate, Hosts: 4, Ports: 2, Seed: *seed,
-		SimpleBudget: *simple, ComplexBudget: *complexBudget, MaxRetries: *retries, WaitTimeout: *wait}
+	cfg.opt = of.Options()
+	cfg.opt.Hosts, cfg.opt.Ports = 4, 2
 	return cfg, nil
 }
 
@@ -253,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, child fun
 			if len(rw.Violations) > 0 {
 				check = "INVARIANTS BROKEN"
 			}
-			fmt.Fprintf(stderr, "%-15s %-13s %6d requests, p99.9 %s, %s\n", sc.Name, k.name, rw.Requests, fmtMs(rw.P999Ms), check)
+			fmt.Fprintf(stderr, "%-15s %-13s %6d requests, p99.9 %s, %s\n", sc.Name, k.name, rw.Requests, sim.FormatMs(rw.P999Ms), check)
 			rows = append(rows, rw)
 		}
 	}
@@ -272,7 +259,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, child fun
 		writeGoals(stdout, goals(rows))
 		for _, r := range rows {
 			if r.MaxStallMs > sim.StallNoteMs {
-				fmt.Fprintf(stdout, "note: %s/%s: the generator ran up to %s late (machine busy): that client met a lumpier load\n", r.Scenario, r.Client, fmtMs(r.MaxStallMs))
+				fmt.Fprintf(stdout, "note: %s/%s: the generator ran up to %s late (machine busy): that client met a lumpier load\n", r.Scenario, r.Client, sim.FormatMs(r.MaxStallMs))
 			}
 		}
 	}

@@ -6,17 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-)
 
-func fmtMs(v float64) string {
-	switch {
-	case v >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
-	case v >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64) + "ms"
-}
+	"github.com/readretry/readretry/sim"
+)
 
 // writeTable prints one line per scenario and client. Columns: reads ok
 // %, extra attempts %, read latency p50/p99/p99.9, CPU per request, bytes
@@ -42,10 +34,10 @@ func writeTable(w io.Writer, rows []row) {
 		}
 		gc := "no GC"
 		if r.GCPauses > 0 {
-			gc = fmtMs(r.GCPauseP99Ms)
+			gc = sim.FormatMs(r.GCPauseP99Ms)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t%s\t%.1fµs\t%s\t%s\t%d\t%d\t%s\t\n",
-			name, r.Client, r.Requests, r.ReadsOKPct, r.ExtraAttemptsPct, fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms),
+			name, r.Client, r.Requests, r.ReadsOKPct, r.ExtraAttemptsPct, sim.FormatMs(r.P50Ms), sim.FormatMs(r.P99Ms), sim.FormatMs(r.P999Ms),
 			r.CPUNsPerRequest/1e3, inflight, gc, r.RecordsMissing, r.RecordsDuplicated, check)
 	}
 	_ = tw.Flush()
@@ -97,7 +89,7 @@ func goals(rows []row) []goal {
 		}
 		g := goal{name: sc + " p99.9", met: true,
 			want: fmt.Sprintf("readretry <= every hedging peer, extra attempts <= peer's + %.1f points", attemptsSlack)}
-		parts := []string{fmt.Sprintf("readretry %s at %.1f%%", fmtMs(rr.P999Ms), rr.ExtraAttemptsPct)}
+		parts := []string{fmt.Sprintf("readretry %s at %.1f%%", sim.FormatMs(rr.P999Ms), rr.ExtraAttemptsPct)}
 		for _, p := range ps {
 			verdict := ""
 			switch {
@@ -117,17 +109,17 @@ func goals(rows []row) []goal {
 				verdict = " (peer spent fewer attempts)"
 				g.met = false
 			}
-			parts = append(parts, fmt.Sprintf("%s %s at %.1f%%%s", p.Client, fmtMs(p.P999Ms), p.ExtraAttemptsPct, verdict))
+			parts = append(parts, fmt.Sprintf("%s %s at %.1f%%%s", p.Client, sim.FormatMs(p.P999Ms), p.ExtraAttemptsPct, verdict))
 		}
 		g.got = strings.Join(parts, "; ")
 		out = append(out, g)
 	}
 	if rr, gr := find(inflightScenario, "readretry"), find(inflightScenario, "goroutines"); rr != nil && gr != nil && rr.Inflight > 0 && gr.Inflight > 0 {
 		ratio := gr.HeapBytesPerInflight / rr.HeapBytesPerInflight
-		parts := []string{fmt.Sprintf("readretry %.0f B (%d in flight, GC pause p99 %s, full GC %s)", rr.HeapBytesPerInflight, rr.Inflight, fmtMs(rr.GCPauseP99Ms), fmtMs(rr.GCFullMs))}
+		parts := []string{fmt.Sprintf("readretry %.0f B (%d in flight, GC pause p99 %s, full GC %s)", rr.HeapBytesPerInflight, rr.Inflight, sim.FormatMs(rr.GCPauseP99Ms), sim.FormatMs(rr.GCFullMs))}
 		for _, p := range peers(inflightScenario) {
 			parts = append(parts, fmt.Sprintf("%s %.0f B (%.1fx; %d in flight, GC pause p99 %s, full GC %s)", p.Client, p.HeapBytesPerInflight,
-				p.HeapBytesPerInflight/rr.HeapBytesPerInflight, p.Inflight, fmtMs(p.GCPauseP99Ms), fmtMs(p.GCFullMs)))
+				p.HeapBytesPerInflight/rr.HeapBytesPerInflight, p.Inflight, sim.FormatMs(p.GCPauseP99Ms), sim.FormatMs(p.GCFullMs)))
 		}
 		out = append(out, goal{name: "bytes per request in flight", want: ">= 5x fewer than goroutines (heap + stacks)",
 			got: strings.Join(parts, "; "), met: ratio >= 5})

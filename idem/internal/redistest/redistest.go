@@ -21,10 +21,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/readretry/readretry/idem/internal/daemon"
 )
 
 // ErrNotInstalled is returned by Start when redis-server is not on PATH.
@@ -61,19 +62,10 @@ func Start() (*Server, error) {
 	return nil, last
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	return port, l.Close()
-}
-
 // start starts one redis-server; extra(port) gives arguments beyond the
 // common ones.
 func start(path string, extra func(dir string) ([]string, error)) (*Server, error) {
-	port, err := freePort()
+	port, err := daemon.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -162,72 +154,32 @@ func ping(addr string) error {
 
 // Stop terminates the server, waits for it and removes its directory.
 func (s *Server) Stop() {
-	if s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-done
-		}
-	}
+	daemon.Stop(s.cmd, 5*time.Second)
 	s.log.Close()
 	os.RemoveAll(s.dir)
 }
 
+// The test binary's server and cluster, started on first use.
 var (
-	shared    *Server
-	sharedErr error
-	sharedMu  sync.Mutex
-	started   bool
+	shared        daemon.Shared[*Server]
+	sharedCluster daemon.Shared[*Cluster]
 )
-
-// InCI reports whether the CI environment variable is set (to anything but
-// "" , "0" or "false").
-func InCI() bool {
-	v := strings.ToLower(os.Getenv("CI"))
-	return v != "" && v != "0" && v != "false"
-}
 
 // Addr returns the address of the test binary's shared server, starting it
 // on first use. Without redis-server it skips tb — or fails it in CI (see
 // the package comment). Call Stop from TestMain.
 func Addr(tb testing.TB) string {
 	tb.Helper()
-	sharedMu.Lock()
-	if !started {
-		started = true
-		shared, sharedErr = Start()
-	}
-	s, err := shared, sharedErr
-	sharedMu.Unlock()
-	if err == nil {
-		return s.Addr
-	}
-	if errors.Is(err, ErrNotInstalled) && !InCI() {
-		tb.Skipf("skipping Redis test: %v", err)
-	}
-	tb.Fatalf("Redis test needs a redis-server: %v", err)
-	return ""
+	s, err := shared.Get(Start)
+	daemon.Require(tb, "Redis", "a redis-server", err, ErrNotInstalled)
+	return s.Addr
 }
 
 // Stop stops the shared server if Addr started one, and the shared cluster
 // if ClusterAddrs started one.
 func Stop() {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if shared != nil {
-		shared.Stop()
-		shared = nil
-	}
-	started = false
-	if sharedCluster != nil {
-		sharedCluster.Stop()
-		sharedCluster = nil
-	}
-	clusterStarted = false
+	shared.Stop((*Server).Stop)
+	sharedCluster.Stop((*Cluster).Stop)
 }
 
 // Cluster is a Redis Cluster of three masters (no replicas), each a
@@ -272,7 +224,7 @@ func StartCluster() (*Cluster, error) {
 	c := &Cluster{}
 	for range clusterMasters {
 		s, err := start(path, func(dir string) ([]string, error) {
-			bus, err := freePort()
+			bus, err := daemon.FreePort()
 			if err != nil {
 				return nil, err
 			}
@@ -313,30 +265,12 @@ func StartCluster() (*Cluster, error) {
 	return c, nil
 }
 
-var (
-	sharedCluster    *Cluster
-	sharedClusterErr error
-	clusterStarted   bool
-)
-
 // ClusterAddrs returns the node addresses of the test binary's shared
 // cluster, starting it on first use; without redis-server it skips tb, or
 // fails it in CI. Call Stop from TestMain.
 func ClusterAddrs(tb testing.TB) []string {
 	tb.Helper()
-	sharedMu.Lock()
-	if !clusterStarted {
-		clusterStarted = true
-		sharedCluster, sharedClusterErr = StartCluster()
-	}
-	c, err := sharedCluster, sharedClusterErr
-	sharedMu.Unlock()
-	if err == nil {
-		return c.Addrs()
-	}
-	if errors.Is(err, ErrNotInstalled) && !InCI() {
-		tb.Skipf("skipping Redis Cluster test: %v", err)
-	}
-	tb.Fatalf("Redis Cluster test needs redis-server and redis-cli: %v", err)
-	return nil
+	c, err := sharedCluster.Get(StartCluster)
+	daemon.Require(tb, "Redis Cluster", "redis-server and redis-cli", err, ErrNotInstalled)
+	return c.Addrs()
 }

@@ -31,13 +31,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // driver "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
-	"github.com/readretry/readretry/idem/internal/redistest"
+	"github.com/readretry/readretry/idem/internal/daemon"
 )
 
 // ErrNotInstalled is wrapped by Start* when the server's binaries are
@@ -66,16 +65,6 @@ func (s *Server) Stop() {
 	}
 	s.stop()
 	os.RemoveAll(s.dir)
-}
-
-// freePort returns a loopback port nothing listens on at the moment.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	return port, l.Close()
 }
 
 // asUser returns the command that runs name with args as the system user
@@ -151,7 +140,7 @@ func StartPostgres() (*Server, error) {
 	}
 	var last error
 	for range 3 {
-		port, err := freePort()
+		port, err := daemon.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +210,7 @@ func StartMariaDB() (*Server, error) {
 	}
 	var last error
 	for range 3 {
-		port, err := freePort()
+		port, err := daemon.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -249,15 +238,7 @@ func StartMariaDB() (*Server, error) {
 			addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			dir:    dir,
 			stop: func() {
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				done := make(chan struct{})
-				go func() { _ = cmd.Wait(); close(done) }()
-				select {
-				case <-done:
-				case <-time.After(20 * time.Second):
-					_ = cmd.Process.Kill()
-					<-done
-				}
+				daemon.Stop(cmd, 20*time.Second)
 				log.Close()
 			},
 		}
@@ -333,52 +314,29 @@ func (s *Server) Open(tb testing.TB, maxConns int) *sql.DB {
 	return db
 }
 
-// shared holds the servers of the test binary, started on first use.
-var shared struct {
-	mu      sync.Mutex
-	servers map[string]*Server
-	errs    map[string]error
-}
+// The servers of the test binary, started on first use.
+var sharedPostgres, sharedMariaDB daemon.Shared[*Server]
 
 // Postgres returns the test binary's PostgreSQL server, starting it on
 // first use; without the binaries it skips tb, or fails it in CI. Call
 // StopAll from TestMain.
-func Postgres(tb testing.TB) *Server { return get(tb, "PostgreSQL", StartPostgres) }
+func Postgres(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := sharedPostgres.Get(StartPostgres)
+	daemon.Require(tb, "PostgreSQL", "a server", err, ErrNotInstalled)
+	return s
+}
 
 // MariaDB is Postgres for MariaDB.
-func MariaDB(tb testing.TB) *Server { return get(tb, "MariaDB", StartMariaDB) }
-
-func get(tb testing.TB, name string, start func() (*Server, error)) *Server {
+func MariaDB(tb testing.TB) *Server {
 	tb.Helper()
-	shared.mu.Lock()
-	if shared.servers == nil {
-		shared.servers, shared.errs = map[string]*Server{}, map[string]error{}
-	}
-	s, err := shared.servers[name], shared.errs[name]
-	if s == nil && err == nil {
-		s, err = start()
-		shared.servers[name], shared.errs[name] = s, err
-	}
-	shared.mu.Unlock()
-	if err == nil {
-		return s
-	}
-	if errors.Is(err, ErrNotInstalled) && !redistest.InCI() {
-		tb.Skipf("skipping %s test: %v", name, err)
-	}
-	tb.Fatalf("%s test needs a server: %v", name, err)
-	return nil
+	s, err := sharedMariaDB.Get(StartMariaDB)
+	daemon.Require(tb, "MariaDB", "a server", err, ErrNotInstalled)
+	return s
 }
 
 // StopAll stops every server started through Postgres or MariaDB.
 func StopAll() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	for name, s := range shared.servers {
-		if s != nil {
-			s.Stop()
-		}
-		delete(shared.servers, name)
-		delete(shared.errs, name)
-	}
+	sharedPostgres.Stop((*Server).Stop)
+	sharedMariaDB.Stop((*Server).Stop)
 }
