@@ -18,25 +18,58 @@ var (
 	quiet   = slog.New(slog.DiscardHandler)
 )
 
-// benchClient is a client whose proxies answer at once from retrytest.Data.
+// benchClient is a client whose three proxies answer at once from
+// retrytest.Data, read retry on (budgets 3 s / 6 s) or off.
 func benchClient(b testing.TB, retryOn bool, perPacket int) *retry.Client {
 	b.Helper()
+	c, _, _ := servingClient(b, perPacket, "a", "b", "c")
+	if !retryOn {
+		_ = c.SetReadRetryTimeout(0, 0)
+	}
+	return c
+}
+
+// servingClient is a client on the real clock whose proxies, one per host
+// named, answer at once from retrytest.Data (index streams of 100 records,
+// perPacket records a packet), budgets 3 s / 6 s.
+func servingClient(t testing.TB, perPacket int, hosts ...string) (*retry.Client, *retrytest.Transport, []retry.Proxy) {
+	t.Helper()
 	tr := retrytest.NewTransport()
-	px := hostProxies("a", "b", "c")
+	px := hostProxies(hosts...)
 	for _, p := range px {
 		tr.SetHandler(p, retrytest.Serve(retrytest.Data{StreamLen: 100}, perPacket))
 	}
 	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := c.ApplyRoute(testZone, px, seedConf); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	if retryOn {
-		_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second)
+	_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second)
+	return c, tr, px
+}
+
+// alternate runs blocks of 256 calls of x and of y by turns for b.N
+// calls in all, so that both see the same machine, and reports the time
+// of x over the time of y as unit: a ratio measured within one run.
+func alternate(b *testing.B, x, y func(), unit string) {
+	var xT, yT time.Duration
+	const block = 256
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if i%(2*block) < block {
+			x()
+			xT += time.Since(t0)
+		} else {
+			y()
+			yT += time.Since(t0)
+		}
 	}
-	return c
+	if yT > 0 {
+		b.ReportMetric(float64(xT)/float64(yT), unit)
+	}
 }
 
 // drain polls until the request's final result and returns the records seen.
@@ -63,31 +96,18 @@ func BenchmarkSimpleRead(b *testing.B) {
 	b.Run("ratio", func(b *testing.B) {
 		on, off := benchClient(b, true, 0), benchClient(b, false, 0)
 		req := retry.Request{Command: wire.CmdGet, Table: "players", Key: []byte("user:123456"), UserBuffer: make([]byte, 32)}
-		var onT, offT time.Duration
-		const block = 256
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			c := off
-			if i%(2*block) < block {
-				c = on
-			}
-			t0 := time.Now()
-			req.AsyncID++
-			if _, err := c.Send(testZone, &req); err != nil {
-				b.Fatal(err)
-			}
-			if drain(b, c) != 1 {
-				b.Fatal("no record")
-			}
-			if c == on {
-				onT += time.Since(t0)
-			} else {
-				offT += time.Since(t0)
+		read := func(c *retry.Client) func() {
+			return func() {
+				req.AsyncID++
+				if _, err := c.Send(testZone, &req); err != nil {
+					b.Fatal(err)
+				}
+				if drain(b, c) != 1 {
+					b.Fatal("no record")
+				}
 			}
 		}
-		if offT > 0 {
-			b.ReportMetric(float64(onT)/float64(offT), "on/off")
-		}
+		alternate(b, read(on), read(off), "on/off")
 	})
 	for _, on := range []bool{false, true} {
 		name := "retry=off"
@@ -251,22 +271,7 @@ func BenchmarkDo(b *testing.B) {
 		doC, handC := benchClient(b, true, 0), benchClient(b, true, 0)
 		defer doC.Close()
 		var res retry.Result
-		var doT, handT time.Duration
-		const block = 256
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			t0 := time.Now()
-			if i%(2*block) < block {
-				doOnce(b, doC, &res, &simple, 1)
-				doT += time.Since(t0)
-			} else {
-				handOnce(b, handC, &simple, 1)
-				handT += time.Since(t0)
-			}
-		}
-		if handT > 0 {
-			b.ReportMetric(float64(doT)/float64(handT), "do/hand")
-		}
+		alternate(b, func() { doOnce(b, doC, &res, &simple, 1) }, func() { handOnce(b, handC, &simple, 1) }, "do/hand")
 	})
 }
 

@@ -16,32 +16,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-// doClient is a client whose proxies answer from retrytest.Data, on the
-// real clock (Do's Driver polls in real time), budgets 3 s / 6 s.
-func doClient(t testing.TB, perPacket int, proxies ...string) (*retry.Client, *retrytest.Transport, []retry.Proxy) {
-	t.Helper()
-	tr := retrytest.NewTransport()
-	px := hostProxies(proxies...)
-	for _, p := range px {
-		tr.SetHandler(p, retrytest.Serve(retrytest.Data{StreamLen: 100}, perPacket))
-	}
-	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ApplyRoute(testZone, px, seedConf); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second)
-	return c, tr, px
-}
-
 // TestR20DoReads: Do returns every record of every packet in order, each
 // exactly once, for simple, batch and index reads, with a partial re-send
 // behind the batch (proxy a silent, so the batch is re-sent to b after x).
 func TestR20DoReads(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, tr, px := doClient(t, 7, "a", "b")
+	c, tr, px := servingClient(t, 7, "a", "b")
 	defer c.Close()
 	var res retry.Result
 	ctx := context.Background()
@@ -94,7 +74,7 @@ func TestR20DoReads(t *testing.T) {
 // unchanged with nothing sent and nothing kept.
 func TestR20DoErrors(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, tr, px := doClient(t, 0, "a", "b")
+	c, tr, px := servingClient(t, 0, "a", "b")
 	_ = c.SetReadRetryTimeout(20*time.Millisecond, 20*time.Millisecond)
 	for _, p := range px {
 		tr.SetHandler(p, nil)
@@ -150,7 +130,7 @@ func TestR20DoErrors(t *testing.T) {
 // counts it; nothing leaks (goroutines, table, wheel).
 func TestR20DoContext(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, tr, px := doClient(t, 0, "a")
+	c, tr, px := servingClient(t, 0, "a")
 	defer c.Close()
 	tr.SetHandler(px[0], nil)
 	tr.SetLog(true)
@@ -190,7 +170,7 @@ func TestR20DoContext(t *testing.T) {
 func TestR20DoBesideAsync(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	t.Run("hand", func(t *testing.T) {
-		c, _, _ := doClient(t, 0, "a")
+		c, _, _ := servingClient(t, 0, "a")
 		defer c.Close()
 		if _, ok := c.RecvResponse(); ok {
 			t.Fatal("response from an idle client")
@@ -241,7 +221,7 @@ func TestR20DoBesideAsync(t *testing.T) {
 		}
 	})
 	t.Run("driver", func(t *testing.T) {
-		c, _, _ := doClient(t, 0, "a")
+		c, _, _ := servingClient(t, 0, "a")
 		defer c.Close()
 		var res retry.Result
 		if err := c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("d")}, &res); err != nil {
@@ -291,7 +271,7 @@ func TestR20DoBesideAsync(t *testing.T) {
 // TestR20DoClose: Close ends every Do under way with ErrClosed.
 func TestR20DoClose(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, tr, px := doClient(t, 0, "a")
+	c, tr, px := servingClient(t, 0, "a")
 	tr.SetHandler(px[0], nil)
 	errs := make(chan error, 10)
 	for range 10 {
@@ -324,7 +304,7 @@ func TestR20ManyWaiters(t *testing.T) {
 	if raceEnabled {
 		n = 2_000
 	}
-	c, tr, px := doClient(t, 0, "a")
+	c, tr, px := servingClient(t, 0, "a")
 	defer c.Close()
 	tr.SetHandler(px[0], nil)
 	tr.SetLog(true)
@@ -432,7 +412,7 @@ func ExampleClient_Do() {
 // with an empty result.
 func TestR20DoSequential(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, _, _ := doClient(t, 0, "a", "b")
+	c, _, _ := servingClient(t, 0, "a", "b")
 	defer c.Close()
 	var res retry.Result
 	n := 20_000
