@@ -248,6 +248,8 @@ type ContextError struct {
 	Attempts int
 }
 
+// Error says which context error ended the retries, after how many
+// attempts, and the last attempt's error.
 func (e *ContextError) Error() string {
 	s := "call: " + e.Err.Error() + " after " + strconv.Itoa(e.Attempts) + " attempt"
 	if e.Attempts != 1 {

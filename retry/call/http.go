@@ -246,6 +246,7 @@ func newStatusError(resp *http.Response) *StatusError {
 	return e
 }
 
+// Error returns "call: http status " and the response's status line.
 func (e *StatusError) Error() string { return "call: http status " + e.Status }
 
 // RetryCode returns the status code ([Coded]).
