@@ -429,3 +429,63 @@ func TestR20DoSequential(t *testing.T) {
 		}
 	}
 }
+
+// waitingTransport is retrytest's transport with the optional Waiter
+// method: Wait reports true as soon as an answer is in the inbox.
+type waitingTransport struct {
+	*retrytest.Transport
+	waits atomic.Int64
+}
+
+func (w *waitingTransport) Wait(timeout time.Duration) bool {
+	w.waits.Add(1)
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		if w.Pending() > 0 {
+			return true
+		}
+	}
+	return w.Pending() > 0
+}
+
+// TestDriverWakesOnArrival: over a Transport that implements Waiter, a
+// Driver handles an answer when it arrives, not at its next tick (SPEC
+// R14, R20; the README's claim for transport/tcp). With a 1 s interval, an
+// answer that arrives just after a tick reaches the callback long before
+// the next one.
+func TestDriverWakesOnArrival(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	tr := &waitingTransport{Transport: retrytest.NewTransport()}
+	px := hostProxies("a")
+	tr.SetHandler(px[0], retrytest.Serve(retrytest.Data{}, 0))
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.ApplyRoute(testZone, px, seedConf); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	d, err := c.StartDriver(time.Second, func(*retry.Response) { got <- time.Now() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	for deadline := time.Now().Add(10 * time.Second); tr.waits.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the Driver never waited on the transport")
+		}
+	}
+	sent := time.Now()
+	if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-got:
+		if lag := at.Sub(sent); lag > 500*time.Millisecond {
+			t.Fatalf("answer handled %v after it arrived: at the next tick, not on arrival", lag)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+}
