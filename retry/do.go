@@ -214,11 +214,11 @@ func (c *Client) Do(ctx context.Context, zone Zone, req *Request, res *Result) e
 		return err
 	}
 	if !selfPoll || !c.helpPoll(w) {
-		err = c.wait(ctx, zone, w)
+		if err := c.wait(ctx, zone, w); err != nil {
+			return err // abandoned: the poller owns the waiter and frees it at the request's end
+		}
 	}
-	if err == nil {
-		err = w.err
-	}
+	err = w.err
 	if err == nil {
 		if res != nil {
 			*res, w.res = w.res, *res

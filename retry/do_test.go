@@ -489,3 +489,74 @@ func TestDriverWakesOnArrival(t *testing.T) {
 		t.Fatal("no answer")
 	}
 }
+
+// TestR20AbandonedWaiterNotReused: a Do whose context ended leaves its
+// waiter to the poller until its request ends; the next Do must get a
+// waiter of its own and its own answer. Found by a new-user probe: the
+// abandoned waiter was freed twice, so the next Do received the first
+// request's late answer with a nil error (or its -19219 early), and a burst
+// of more than 1,024 abandoned calls wiped the registry under the poller
+// (index out of range).
+func TestR20AbandonedWaiterNotReused(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, tr, px := servingClient(t, 0, "a")
+	defer c.Close()
+	tr.SetHandler(px[0], nil)
+	tr.SetLog(true)
+	_ = c.SetReadRetryTimeout(300*time.Millisecond, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("A")}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first Do: %v", err)
+	}
+	sentA := tr.Sent()
+	done := make(chan error, 1)
+	var res retry.Result
+	go func() {
+		done <- c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("B")}, &res)
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if reqs, _ := c.InFlight(testZone); reqs == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B never got in flight")
+		}
+	}
+	tr.Replay(sentA[0], retrytest.Serve(retrytest.Data{}, 0)) // A's late answer
+	select {
+	case err := <-done:
+		t.Fatalf("B returned on A's answer: %v, %d records", err, res.Len())
+	case <-time.After(100 * time.Millisecond):
+	}
+	tr.SetHandler(px[0], retrytest.Serve(retrytest.Data{}, 0)) // B's re-send is answered
+	if err := <-done; err != nil || res.Len() != 1 || string(res.Record(0).Key) != "B" {
+		t.Fatalf("B: %v, %d records", err, res.Len())
+	}
+
+	// A burst of abandoned calls, more than the registry keeps when idle.
+	var wg sync.WaitGroup
+	for range 1100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancel()
+			tr.SetHandler(px[0], nil)
+			_ = c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("C")}, nil)
+		}()
+	}
+	wg.Wait()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if reqs, timers := c.InFlight(testZone); reqs == 0 && timers == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			reqs, timers := c.InFlight(testZone)
+			t.Fatalf("abandoned requests never ended: %d requests, %d timers", reqs, timers)
+		}
+	}
+	if err := c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("D")}, &res); !errors.Is(err, retry.ErrReadRetryTimeout) {
+		t.Fatalf("a Do after the burst: %v", err)
+	}
+}
