@@ -36,6 +36,10 @@ const (
 	DefaultMaxWaiting = 500_000
 	// MaxWaitingPerZone is the largest Config.MaxWaitingPerZone: 2^24.
 	MaxWaitingPerZone = 1 << 24
+	// MaxTick bounds Config.Tick and Config.PollInterval (1 s): each adds to
+	// the lateness of every deadline (SPEC R14), so a larger one would
+	// quietly stretch every read retry schedule.
+	MaxTick = time.Second
 	// MaxWaitTimeout bounds Config.WaitTimeout (24 h), and 30 times it
 	// Config.MaxWaitTotal, so every deadline fits the timing wheel.
 	MaxWaitTimeout = 24 * time.Hour
@@ -67,11 +71,13 @@ type Config struct {
 	// clock so that schedules can be checked to the millisecond without
 	// sleeping.
 	Clock func() time.Time
-	// Tick is the timing wheel's tick; 0 means timerwheel.DefaultTick (1 ms).
-	// Timers fire at most one tick plus the poll interval late (SPEC R14).
+	// Tick is the timing wheel's tick; 0 means timerwheel.DefaultTick (1 ms),
+	// at most MaxTick. Timers fire at most one tick plus the poll interval
+	// late (SPEC R14).
 	Tick time.Duration
-	// Shards is the context table's shard count per zone (a power of two);
-	// 0 means ctxtable.DefaultShards(). See the README's tuning table.
+	// Shards is the context table's shard count per zone, a power of two up
+	// to ctxtable.MaxShards; 0 means ctxtable.DefaultShards(). See the
+	// README's tuning table.
 	Shards int
 	// WaitTimeout is how long a request without a read retry context (a
 	// write, a read with retry off, a read over the cap) waits for its final
@@ -98,8 +104,9 @@ type Config struct {
 	// schedules is sent.
 	NoRetryBudget bool
 	// PollInterval is the interval of the Driver that Do starts when the
-	// client has no poller (SPEC R20); 0 means Tick. Over a Transport that
-	// implements Waiter the Driver also wakes as soon as a frame arrives.
+	// client has no poller (SPEC R20); 0 means Tick, at most MaxTick. Over a
+	// Transport that implements Waiter the Driver also wakes as soon as a
+	// frame arrives.
 	PollInterval time.Duration
 	// MaxWaitingPerZone bounds the requests without a context a zone tracks
 	// at once (each keeps its user buffer and a small header); beyond it Send
@@ -192,12 +199,15 @@ type Client struct {
 	userDriver   *Driver                         // the Driver StartDriver started, if running
 	deliver      atomic.Pointer[func(*Response)] // the user Driver's callback
 	unreceived   atomic.Uint64                   // responses of Send that reached no callback
+	asyncUsed    atomic.Bool                     // Send was called: its caller polls (driver.go)
 	waiters      waiters
 }
 
 // New returns a Client with read retry off (both budgets 0, SPEC R1) and no
 // zones. Errors wrap ErrInvalidConfig: no Transport, a negative duration or
-// count.
+// count, a value above its documented maximum (MaxTick, MaxWaitTimeout,
+// MaxWaitingPerZone), a shard count that is not a power of two, a
+// RetryBudget the budget package refuses.
 func New(cfg Config) (*Client, error) {
 	if cfg.Transport == nil {
 		return nil, fmt.Errorf("%w: Config.Transport is nil", ErrInvalidConfig)
@@ -208,6 +218,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.WaitTimeout > MaxWaitTimeout || cfg.MaxWaitTotal > 30*MaxWaitTimeout || cfg.MaxWaitingPerZone > MaxWaitingPerZone {
 		return nil, fmt.Errorf("%w: WaitTimeout above %v, MaxWaitTotal above %v or MaxWaitingPerZone above %d",
 			ErrInvalidConfig, MaxWaitTimeout, 30*MaxWaitTimeout, MaxWaitingPerZone)
+	}
+	if cfg.Tick > MaxTick || cfg.PollInterval > MaxTick {
+		return nil, fmt.Errorf("%w: Tick %v or PollInterval %v above %v", ErrInvalidConfig, cfg.Tick, cfg.PollInterval, MaxTick)
+	}
+	if cfg.Shards > ctxtable.MaxShards || cfg.Shards&(cfg.Shards-1) != 0 {
+		return nil, fmt.Errorf("%w: Shards %d is not a power of two up to %d", ErrInvalidConfig, cfg.Shards, ctxtable.MaxShards)
 	}
 	c := &Client{
 		tr:          cfg.Transport,

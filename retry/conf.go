@@ -204,6 +204,9 @@ func parseMaxRetries(val string) (n int, clamped bool, err error) {
 	digits := strings.TrimPrefix(val, "+")
 	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
 		if d, ok := strings.CutPrefix(val, "-"); ok && d != "" && strings.TrimLeft(d, "0123456789") == "" {
+			if strings.TrimLeft(d, "0") == "" {
+				return 0, false, nil // "-0" is zero: retry off, not a negative count
+			}
 			return 0, false, fmt.Errorf("%w: ReadRetryMaxCnt %s is negative", ErrMalformedConf, val)
 		}
 		return 0, false, fmt.Errorf("%w: ReadRetryMaxCnt value %q is not a count", ErrMalformedConf, val)

@@ -42,6 +42,7 @@ func TestParseConf(t *testing.T) {
 		{in: "conf://ReadRetryMaxCnt=0009", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 8}, clamped: "0009"},
 		{in: "conf://ReadRetryMaxCnt=08", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 8}},
 		{in: "conf://ReadRetryMaxCnt=-99999999999", wantErr: true},
+		{in: "conf://ReadRetryMaxCnt=-0", want: Conf{Cmds: def.Cmds, ErrorCodes: def.ErrorCodes, MaxRetries: 0}},
 		{in: "conf://ReadRetryMaxCnt=1e3", wantErr: true},
 		{in: "conf://ReadRetryMaxCnt=", wantErr: true},
 		// At most MaxErrorCodes error codes (SPEC R5 round 2; issue 17 item 11).

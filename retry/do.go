@@ -194,9 +194,11 @@ func (ws *waiters) put(w *waiter) {
 //
 // Any number of goroutines may call Do at once. Someone must poll the
 // client: Do polls it itself when it can, and if the client has no poller
-// yet, Do starts one — a Driver with Config.PollInterval — that serves
-// every later Do. A client polled by hand (RecvResponse) is served by that
-// loop: keep it running. See StartDriver for mixing Do with Send.
+// yet and has never used Send, Do starts one — a Driver with
+// Config.PollInterval — that serves every later Do. A client that uses
+// Send is polled by its caller (a RecvResponse loop, or StartDriver) and
+// that poller serves Do too: keep it running. See StartDriver for mixing Do
+// with Send.
 //
 // Ownership: res is written only by Do, and its records are views into its
 // own buffer, valid until it is reset or passed to another Do.

@@ -560,3 +560,54 @@ func TestR20AbandonedWaiterNotReused(t *testing.T) {
 		t.Fatalf("a Do after the burst: %v", err)
 	}
 }
+
+// TestR20DoAfterSendUsesTheCallersPoller: a client that has used Send is
+// polled by its caller, so Do starts no Driver of its own that would take
+// the caller's answers; it is served by the caller's loop, which a fresh
+// user may start after the first Do (found by a fresh-clone probe: Do's
+// Driver took over and the loop got nothing).
+func TestR20DoAfterSendUsesTheCallersPoller(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, _, _ := servingClient(t, 0, "a")
+	defer c.Close()
+	if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var res retry.Result
+		err := c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("d")}, &res)
+		if err == nil && res.Len() != 1 {
+			err = fmt.Errorf("%d records", res.Len())
+		}
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // Do is waiting; nobody has polled yet
+	var async []uint64
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		for {
+			rsp, ok := c.RecvResponse()
+			if !ok {
+				break
+			}
+			async = append(async, rsp.AsyncID())
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(async) != 1 || async[0] != 1 {
+				t.Fatalf("the caller's loop got %v, want its one answer", async)
+			}
+			if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}); err != nil {
+				t.Fatalf("Send after Do: %v", err)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Do never returned")
+		}
+	}
+}

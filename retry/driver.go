@@ -151,13 +151,19 @@ func (c *Client) handPolled() bool {
 // ensurePoller makes sure someone polls the client for a Do call, starting
 // the Driver of Do if nobody does, and reports whether the Do caller may
 // poll too (not when the client is polled by hand: the caller's loop must
-// get every response of the asynchronous API).
+// get every response of the asynchronous API). A client that has used Send
+// has a poller of the caller's — a RecvResponse loop, or a Driver it
+// starts — whose responses a Driver of Do's would take: Do waits for that
+// poller instead.
 func (c *Client) ensurePoller() (selfPoll bool, err error) {
 	switch c.pollMode.Load() {
 	case pollHand:
 		return false, nil
 	case pollDo, pollDriver:
 		return true, nil
+	}
+	if c.asyncUsed.Load() {
+		return false, nil
 	}
 	c.driverMu.Lock()
 	defer c.driverMu.Unlock()

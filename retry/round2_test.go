@@ -656,3 +656,64 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// TestApplyRouteChangesNothingOnError: found by a fresh-clone probe. A route
+// update refused for too many proxy endpoints must leave the client as it
+// was (no new zone), and duplicates in a route count once toward
+// MaxProxies (SPEC §6: bad input gets a clear error and changes nothing).
+func TestApplyRouteChangesNothingOnError(t *testing.T) {
+	c, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	many := make([]retry.Proxy, retry.MaxProxies+1)
+	for i := range many {
+		many[i] = retry.Proxy{Host: fmt.Sprintf("h%d", i/8), Port: uint16(i % 8)}
+	}
+	zone := retry.Zone{AppID: 9, ZoneID: 9}
+	if err := c.ApplyRoute(zone, many, ""); !errors.Is(err, retry.ErrInvalidConfig) {
+		t.Fatalf("too many proxies: %v", err)
+	}
+	if _, err := c.Stats(zone); !errors.Is(err, retry.ErrUnknownZone) || len(c.Zones()) != 0 {
+		t.Fatalf("the refused update added its zone: %v, zones %v", err, c.Zones())
+	}
+	same := make([]retry.Proxy, retry.MaxProxies+1)
+	for i := range same {
+		same[i] = retry.Proxy{Host: "one", Port: 1}
+	}
+	if err := c.ApplyRoute(zone, same, ""); err != nil {
+		t.Fatalf("%d copies of one proxy: %v", len(same), err)
+	}
+	if p, ok := c.ProxyOf(1); !ok || p != same[0] {
+		t.Fatalf("proxy 1: %v %v", p, ok)
+	}
+	if _, ok := c.ProxyOf(2); ok {
+		t.Fatal("a duplicate got an id of its own")
+	}
+}
+
+// TestNewRejectsTraps: configurations that would only fail later, or
+// quietly stretch every schedule, are refused by New with ErrInvalidConfig
+// (SPEC §6). Found by a fresh-clone probe: Shards 3 made every ApplyRoute
+// fail, and an hour-long Tick kept a 300 ms read from ever ending.
+func TestNewRejectsTraps(t *testing.T) {
+	for name, cfg := range map[string]retry.Config{
+		"shards 3":          {Shards: 3},
+		"shards 2^40":       {Shards: 1 << 40},
+		"tick 1h":           {Tick: time.Hour},
+		"poll interval max": {PollInterval: 1<<63 - 1},
+		"wait timeout 1y":   {WaitTimeout: 365 * 24 * time.Hour},
+		"waiting 2^30":      {MaxWaitingPerZone: 1 << 30},
+		"negative":          {Tick: -1},
+		"budget ratio":      {RetryBudget: budget.Config{Ratio: 100}},
+	} {
+		cfg.Transport = retrytest.NewTransport()
+		if c, err := retry.New(cfg); !errors.Is(err, retry.ErrInvalidConfig) || c != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Shards: 8, Tick: retry.MaxTick, PollInterval: retry.MaxTick}); err != nil {
+		t.Fatalf("valid limits refused: %v", err)
+	}
+}

@@ -35,6 +35,7 @@ func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
 	if c.pollMode.Load() == pollDo {
 		return 0, ErrPoller
 	}
+	c.asyncUsed.Store(true)
 	return c.send(zone, req, 0)
 }
 

@@ -52,15 +52,6 @@ type route struct {
 	hosts []uint16 // hosts[i] is the client-wide host number of ids[i]
 }
 
-func (r *route) has(id ProxyID) bool {
-	for _, x := range r.ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 // proxyInfo is what the client knows of one proxy endpoint.
 type proxyInfo struct {
 	p    Proxy
@@ -83,10 +74,9 @@ func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) e
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	for _, p := range proxies {
-		if p.Host == "" {
-			return fmt.Errorf("%w: proxy with an empty host", ErrInvalidConfig)
-		}
+	unique, err := uniqueProxies(proxies)
+	if err != nil {
+		return err
 	}
 	parsed := parseConfList(collectURLList)
 
@@ -96,19 +86,37 @@ func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) e
 		c.mu.Unlock()
 		c.open(opened) // a dial may take time: not under c.mu
 	}()
+	if fresh := c.freshProxies(unique); len(*c.proxies.Load())-1+fresh > MaxProxies {
+		return fmt.Errorf("%w: more than %d proxy endpoints", ErrInvalidConfig, MaxProxies)
+	}
 	z := c.zoneOf(zone)
 	if z == nil {
-		var err error
 		if z, err = c.addZone(zone); err != nil {
 			return err
 		}
 	}
-	rt, opened, err := c.register(proxies)
-	if err != nil {
-		return err
-	}
+	var rt *route
+	rt, opened = c.register(unique)
 	z.route.Store(rt)
 	return c.applyConf(z, parsed)
+}
+
+// uniqueProxies returns proxies without duplicates, in their first order,
+// or an error wrapping ErrInvalidConfig for an empty host. It is linear in
+// the list, so a route update costs no more than its size.
+func uniqueProxies(proxies []Proxy) ([]Proxy, error) {
+	seen := make(map[Proxy]struct{}, len(proxies))
+	out := make([]Proxy, 0, len(proxies))
+	for _, p := range proxies {
+		if p.Host == "" {
+			return nil, fmt.Errorf("%w: proxy with an empty host", ErrInvalidConfig)
+		}
+		if _, ok := seen[p]; !ok {
+			seen[p] = struct{}{}
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // applyConf applies a parsed conf:// element to the zone and logs it
@@ -179,25 +187,29 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 	return z, nil
 }
 
-// register gives each proxy its ProxyID and returns the route and the
-// proxies seen for the first time, for open; c.mu is held.
-func (c *Client) register(proxies []Proxy) (*route, []ProxyID, error) {
-	infos := *c.proxies.Load()
+// freshProxies counts the proxies (without duplicates) the client does not
+// know yet; c.mu is held.
+func (c *Client) freshProxies(unique []Proxy) int {
 	fresh := 0
-	for _, p := range proxies {
+	for _, p := range unique {
 		if _, ok := c.proxyIDs[p]; !ok {
 			fresh++
 		}
 	}
-	if len(infos)-1+fresh > MaxProxies {
-		return nil, nil, fmt.Errorf("%w: more than %d proxy endpoints", ErrInvalidConfig, MaxProxies)
-	}
-	rt := &route{}
-	var opened []ProxyID
-	if fresh > 0 {
+	return fresh
+}
+
+// register gives each proxy of unique (no duplicates, within MaxProxies:
+// checked by the caller) its ProxyID and returns the route and the proxies
+// seen for the first time, for open; c.mu is held.
+func (c *Client) register(unique []Proxy) (*route, []ProxyID) {
+	infos := *c.proxies.Load()
+	if fresh := c.freshProxies(unique); fresh > 0 {
 		infos = append(make([]proxyInfo, 0, len(infos)+fresh), infos...)
 	}
-	for _, p := range proxies {
+	rt := &route{ids: make([]ProxyID, 0, len(unique)), hosts: make([]uint16, 0, len(unique))}
+	var opened []ProxyID
+	for _, p := range unique {
 		id, ok := c.proxyIDs[p]
 		if !ok {
 			h, ok := c.hostIDs[p.Host]
@@ -210,13 +222,11 @@ func (c *Client) register(proxies []Proxy) (*route, []ProxyID, error) {
 			c.proxyIDs[p] = id
 			opened = append(opened, id)
 		}
-		if !rt.has(id) {
-			rt.ids = append(rt.ids, id)
-			rt.hosts = append(rt.hosts, infos[id].host)
-		}
+		rt.ids = append(rt.ids, id)
+		rt.hosts = append(rt.hosts, infos[id].host)
 	}
 	c.proxies.Store(&infos)
-	return rt, opened, nil
+	return rt, opened
 }
 
 // open tells the transport about new proxies; until it is done they count
