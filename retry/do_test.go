@@ -124,17 +124,26 @@ func TestR20DoErrors(t *testing.T) {
 	}
 }
 
+// silentClient is servingClient with its one proxy silent and sends
+// logged, budgets 300 ms: a read's answer comes only when the test replays
+// it, and a read left alone ends with -19219 at 300 ms.
+func silentClient(t *testing.T) (*retry.Client, *retrytest.Transport, []retry.Proxy) {
+	t.Helper()
+	c, tr, px := servingClient(t, 0, "a")
+	tr.SetHandler(px[0], nil)
+	tr.SetLog(true)
+	_ = c.SetReadRetryTimeout(300*time.Millisecond, 300*time.Millisecond)
+	return c, tr, px
+}
+
 // TestR20DoContext: a context deadline shorter than the read retry budget
 // is honoured: Do returns with the context's error long before the budget;
 // the engine keeps the request to its own end, drops its late answer and
 // counts it; nothing leaks (goroutines, table, wheel).
 func TestR20DoContext(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, tr, px := servingClient(t, 0, "a")
+	c, tr, _ := silentClient(t)
 	defer c.Close()
-	tr.SetHandler(px[0], nil)
-	tr.SetLog(true)
-	_ = c.SetReadRetryTimeout(300*time.Millisecond, 300*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -499,11 +508,8 @@ func TestDriverWakesOnArrival(t *testing.T) {
 // (index out of range).
 func TestR20AbandonedWaiterNotReused(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	c, tr, px := servingClient(t, 0, "a")
+	c, tr, px := silentClient(t)
 	defer c.Close()
-	tr.SetHandler(px[0], nil)
-	tr.SetLog(true)
-	_ = c.SetReadRetryTimeout(300*time.Millisecond, 300*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("A")}, nil); !errors.Is(err, context.DeadlineExceeded) {
