@@ -617,3 +617,37 @@ func TestR20DoAfterSendUsesTheCallersPoller(t *testing.T) {
 		}
 	}
 }
+
+// TestR20DriverStopHandsBack: stopping the Driver StartDriver started
+// while a Do waits leaves the client to a Driver of Do's own, so the
+// waiting call still gets its final result (Driver.Stop's promise): here
+// -19219 at the end of its 100 ms budget.
+func TestR20DriverStopHandsBack(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, _, _ := silentClient(t)
+	defer c.Close()
+	_ = c.SetReadRetryTimeout(100*time.Millisecond, 100*time.Millisecond)
+	d, err := c.StartDriver(time.Millisecond, func(*retry.Response) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, nil) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if reqs, _ := c.InFlight(testZone); reqs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Do never got in flight")
+		}
+	}
+	d.Stop()
+	select {
+	case err := <-done:
+		if !errors.Is(err, retry.ErrReadRetryTimeout) {
+			t.Fatalf("Do after the Driver stopped: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Do was left without a poller")
+	}
+}
