@@ -632,7 +632,9 @@ func TestR20DriverStopHandsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, nil) }()
+	go func() {
+		done <- c.Do(context.Background(), testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, nil)
+	}()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		if reqs, _ := c.InFlight(testZone); reqs == 1 {
 			break
