@@ -78,7 +78,7 @@ type conn struct {
 	staged     []byte // wire response frames with length prefixes, ready for Read
 	sent       int    // bytes of staged already returned
 	rb         wire.ResponseBuilder
-	follow     []pending // LRANGE chunks to ask for after this decoding pass
+	follow     []pending // the LRANGE chunk to ask for next (queueFollow)
 	followKeys []byte    // their keys; pending.from/to index it until queued
 	err        error     // sticky: the replica broke the protocol
 }
@@ -301,7 +301,7 @@ func (c *conn) fill() error {
 }
 
 // decodeAll turns every complete buffered reply into a wire frame in
-// c.staged, then queues the LRANGE follow-ups it found.
+// c.staged, asking for the next LRANGE chunk as soon as a full one is in.
 func (c *conn) decodeAll() error {
 	for len(c.in)-c.start >= c.need && c.start < len(c.in) {
 		c.mu.Lock()
@@ -330,9 +330,11 @@ func (c *conn) decodeAll() error {
 			return err
 		}
 		c.start += r.size
-	}
-	if len(c.follow) > 0 {
-		return c.queueFollow()
+		if len(c.follow) > 0 {
+			// Asked for before the next reply is decoded: a replica
+			// answers it only after this point of the stream.
+			c.queueFollow()
+		}
 	}
 	return nil
 }
@@ -424,7 +426,7 @@ func (c *conn) addFollow(e *pending, key []byte) {
 // under wmu like Write, so that they join the queue where their bytes
 // join the stream. A failed write ends the connection (c.err) once the
 // frames already decoded are read.
-func (c *conn) queueFollow() error {
+func (c *conn) queueFollow() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	out := c.out[:0]
@@ -443,5 +445,4 @@ func (c *conn) queueFollow() error {
 	if _, err := c.Conn.Write(out); err != nil {
 		c.err = err // not the replica's protocol fault: not counted as one
 	}
-	return nil
 }
