@@ -102,7 +102,13 @@ func proxyFor(i int) retry.Proxy { return retry.Proxy{Host: "replica-" + strconv
 // simple and complex (the engine's read retry budgets).
 func setup(t testing.TB, r *resptest.Replicas, cfg resp.Config, simple, complex time.Duration) (*retry.Client, *resp.Transport) {
 	t.Helper()
-	addrs := r.Addrs()
+	return setupAddrs(t, r.Addrs(), cfg, simple, complex)
+}
+
+// setupAddrs is setup over replica addresses (a fault proxy's in place of
+// a server's, say).
+func setupAddrs(t testing.TB, addrs []string, cfg resp.Config, simple, complex time.Duration) (*retry.Client, *resp.Transport) {
+	t.Helper()
 	cfg.Resolve = func(p retry.Proxy) (string, error) {
 		for i := range addrs {
 			if proxyFor(i) == p {
