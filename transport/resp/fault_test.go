@@ -202,7 +202,7 @@ func TestKilledReplicaReturns(t *testing.T) {
 	s0.Kill()
 	requireAllOK(t, "one killed", runMix(t, c, r.Data, 200, 4, nil), 200)
 	connects := tr.Stats().Conn.Connects // the killed replica's redials fail until it is back
-	if err := s0.Restart(r.Data); err != nil {
+	if err := s0.Restart(); err != nil { // its data comes back from the snapshot Load saved
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); tr.Stats().Conn.Connects == connects; {

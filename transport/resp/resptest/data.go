@@ -69,7 +69,7 @@ func mix(x uint64) uint64 {
 // ready to pipeline into a server.
 func (d Data) commands() (out []byte, n int) {
 	for i := range d.Keys {
-		out = appendCommand(out, "SET", d.Key(i), d.Value(i))
+		out = AppendCommand(out, "SET", d.Key(i), d.Value(i))
 		n++
 	}
 	for j := range d.Lists {
@@ -79,14 +79,16 @@ func (d Data) commands() (out []byte, n int) {
 			for q := p; q < min(p+100, l); q++ {
 				args = append(args, d.Elem(j, q))
 			}
-			out = appendCommand(out, args...)
+			out = AppendCommand(out, args...)
 			n++
 		}
 	}
 	return out, n
 }
 
-func appendCommand(out []byte, args ...string) []byte {
+// AppendCommand appends one RESP command (an array of bulk strings) to
+// out, for Server.Pipe.
+func AppendCommand(out []byte, args ...string) []byte {
 	out = append(out, '*')
 	out = strconv.AppendInt(out, int64(len(args)), 10)
 	out = append(out, "\r\n"...)

@@ -172,14 +172,10 @@ func (s *Server) Stop() {
 // refused until Restart.
 func (s *Server) Kill() { s.terminate(syscall.SIGKILL) }
 
-// Restart starts a killed server again on the same port and loads d into
-// it (the server keeps nothing across a restart).
-func (s *Server) Restart(d Data) error {
-	if err := s.start(); err != nil {
-		return err
-	}
-	return s.Load(d)
-}
+// Restart starts a killed server again on the same port. It loads the
+// snapshot Load saved, answering -LOADING while it does, as a restarted
+// replica would; without a snapshot it starts empty.
+func (s *Server) Restart() error { return s.start() }
 
 // signal sends sig to the running process.
 func (s *Server) signal(sig syscall.Signal) error {
@@ -296,7 +292,7 @@ func (s *Server) async(args ...string) <-chan error {
 		ch <- err
 		return ch
 	}
-	if _, err := nc.Write(appendCommand(nil, args...)); err != nil {
+	if _, err := nc.Write(AppendCommand(nil, args...)); err != nil {
 		nc.Close()
 		ch <- err
 		return ch
@@ -320,19 +316,31 @@ func (s *Server) Do(args ...string) (string, error) {
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := nc.Write(appendCommand(nil, args...)); err != nil {
+	if _, err := nc.Write(AppendCommand(nil, args...)); err != nil {
 		return "", err
 	}
 	return readReply(bufio.NewReader(nc))
 }
 
 // Load writes d into the server with pipelined SET and RPUSH commands,
-// after FLUSHALL.
+// after FLUSHALL, and saves a snapshot (SAVE) for Restart.
 func (s *Server) Load(d Data) error {
 	if _, err := s.Do("FLUSHALL"); err != nil {
 		return err
 	}
 	cmds, n := d.commands()
+	if err := s.Pipe(cmds, n); err != nil {
+		return err
+	}
+	_, err := s.Do("SAVE")
+	return err
+}
+
+// Pipe writes n RESP commands (cmds, built with AppendCommand) on one
+// connection without waiting between them, then reads the n replies, and
+// returns the first error reply or connection error. Bounded by a
+// one-minute deadline.
+func (s *Server) Pipe(cmds []byte, n int) error {
 	nc, err := net.DialTimeout("tcp", s.Addr, time.Second)
 	if err != nil {
 		return err
@@ -347,6 +355,7 @@ func (s *Server) Load(d Data) error {
 		if _, err := readReply(br); err != nil && first == nil {
 			first = err
 			if !isReplyError(err) {
+				nc.Close() // unblocks the writer
 				break
 			}
 		}
