@@ -198,7 +198,9 @@ func redisCommands(d *Dataset) ([]byte, int) {
 	return out, n
 }
 
-func redisLabel(i int) retry.Proxy { return retry.Proxy{Host: "replica-" + strconv.Itoa(i+1), Port: 6379} }
+func redisLabel(i int) retry.Proxy {
+	return retry.Proxy{Host: "replica-" + strconv.Itoa(i+1), Port: 6379}
+}
 
 // Labels returns every replica's label, in order.
 func (f *RedisFleet) Labels() []retry.Proxy {
