@@ -104,6 +104,12 @@ func NewChecker(w *Workload, capacity, maxRetries int) *Checker {
 		rep: Report{Latencies: make([]time.Duration, 0, capacity)}}
 }
 
+// SetPartKeyRecords makes the Checker expect index-read records to carry
+// the part key itself, as Redis lists' do through transport/resp
+// (BackendRedis), rather than part key + "/" + position. Call it before
+// the first Check.
+func (c *Checker) SetPartKeyRecords(on bool) { c.partKeyRecords = on }
+
 // violate counts a broken invariant and keeps a few examples of each kind.
 func (c *Checker) violate(kind, format string, args ...any) {
 	c.examples[kind]++

@@ -28,10 +28,10 @@ const (
 // table), no writes (replicas take none).
 var RedisMix = []Weight{{wire.CmdGet, 50}, {wire.CmdBatchGet, 25}, {wire.CmdListGetAll, 25}}
 
-// redisDataset is the data the Redis backend loads into every replica:
+// RedisDataset is the data the Redis backend loads into every replica:
 // smaller than NewDataset's so that loading four servers takes a moment,
 // with the same key and stream shapes.
-func redisDataset(seed uint64) *Dataset {
+func RedisDataset(seed uint64) *Dataset {
 	return &Dataset{Keys: 20_000, Parts: 500, MaxStream: 60, Seed: seed}
 }
 

@@ -207,7 +207,7 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 	}
 	data := NewDataset(opt.Seed)
 	if redis {
-		data = redisDataset(opt.Seed)
+		data = RedisDataset(opt.Seed)
 	}
 	w, err := NewWorkload(data, opt.Seed, mix)
 	if err != nil {
@@ -382,7 +382,7 @@ type clientRun struct {
 	load    bool // a capacity run: the sender sums the R15 formula
 	opt     *Options
 	c       *retry.Client
-	tr      engineTransport
+	tr      EngineTransport
 	w       *Workload
 	ck      *Checker
 	ans     Answer
@@ -423,7 +423,7 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Wo
 		ck:       NewChecker(w, opt.capacity(), 0),
 		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
 	// LRANGE records carry the list's key (transport/resp's table).
-	r.ck.partKeyRecords = opt.Backend == BackendRedis
+	r.ck.SetPartKeyRecords(opt.Backend == BackendRedis)
 	if on {
 		r.ck.maxRetries = max(opt.MaxRetries, sc.MaxRetries)
 	}
@@ -450,9 +450,19 @@ func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (
 	return c, tr.(*tcp.Transport), nil
 }
 
-// engineTransport is what a run needs of its transport: transport/tcp for
+// NewEngineFor is NewEngine over opt.Backend's transport: transport/tcp
+// for the simulator's proxies, transport/resp for Redis replicas
+// (BackendRedis, with a RedisFleet).
+func NewEngineFor(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (*retry.Client, EngineTransport, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, nil, err
+	}
+	return newEngine(&opt, fleet, retryOn, maxContexts)
+}
+
+// EngineTransport is what a run needs of its transport: transport/tcp for
 // the simulator's proxies, transport/resp for Redis replicas.
-type engineTransport interface {
+type EngineTransport interface {
 	retry.Transport
 	retry.Waiter
 	Close() error
@@ -460,7 +470,7 @@ type engineTransport interface {
 
 // newTransport makes the backend's transport with the settings every run
 // uses (500 ms dial timeout, reconnect backoff from 5 ms to 100 ms).
-func newTransport(opt *Options, fleet FleetControl) (engineTransport, error) {
+func newTransport(opt *Options, fleet FleetControl) (EngineTransport, error) {
 	dial := 500 * time.Millisecond
 	bo := backoff.Decorrelated{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond}
 	if opt.Backend == BackendRedis {
@@ -475,7 +485,7 @@ func newTransport(opt *Options, fleet FleetControl) (engineTransport, error) {
 	})
 }
 
-func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*retry.Client, engineTransport, error) {
+func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*retry.Client, EngineTransport, error) {
 	tr, err := newTransport(opt, fleet)
 	if err != nil {
 		return nil, nil, err
@@ -485,7 +495,7 @@ func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*ret
 		_ = tr.Close()
 		return nil, nil, err
 	}
-	fail := func(err error) (*retry.Client, engineTransport, error) {
+	fail := func(err error) (*retry.Client, EngineTransport, error) {
 		_ = c.Close()
 		_ = tr.Close()
 		return nil, nil, err
