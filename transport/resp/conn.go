@@ -253,16 +253,51 @@ func (c *conn) Read(p []byte) (int, error) {
 			return 0, c.err
 		}
 		if err := c.decodeAll(); err != nil {
-			c.err = err
 			c.t.stats.protocolErrors.Add(1)
+			c.fail(err)
 			continue
 		}
-		if len(c.staged) > 0 {
+		if len(c.staged) > 0 || c.err != nil {
 			continue
 		}
 		if err := c.fill(); err != nil {
-			return 0, err
+			c.fail(err)
 		}
+	}
+}
+
+// fail ends the connection with err once the frames staged so far are
+// read, and answers every request that still has a command pending on it
+// with Config.RetryCode: the replica can no longer answer it, and a listed
+// code makes the engine re-send at once to another replica (partial batch,
+// resume) instead of waiting for the request's timer (SPEC R8, R11). One
+// packet per request attempt, however many of its chunks were pending; it
+// carries no record, so nothing wrong can be delivered.
+func (c *conn) fail(err error) {
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var last *pending
+	for c.q.len() > 0 {
+		e := c.q.front()
+		if last == nil || e.seq != last.seq || e.attempt != last.attempt {
+			h := wire.ResponseHeader{Command: e.cmd, Seq: e.seq, AsyncID: e.asyncID, Attempt: e.attempt,
+				Packet: e.packet, Result: c.t.cfg.RetryCode}
+			if e.kind == cmdRange {
+				h.Cursor = e.pos
+			}
+			buf, at := wire.BeginStreamFrame(c.staged)
+			c.staged = wire.AppendResponse(buf, h)
+			_ = wire.EndStreamFrame(c.staged, at) // a header-only frame
+			c.t.stats.lost.Add(1)
+		}
+		f := *e
+		last = &f
+		c.keys.release(e.to)
+		c.q.pop()
 	}
 }
 
@@ -303,7 +338,7 @@ func (c *conn) fill() error {
 // decodeAll turns every complete buffered reply into a wire frame in
 // c.staged, asking for the next LRANGE chunk as soon as a full one is in.
 func (c *conn) decodeAll() error {
-	for len(c.in)-c.start >= c.need && c.start < len(c.in) {
+	for len(c.in)-c.start >= c.need && c.start < len(c.in) && c.err == nil {
 		c.mu.Lock()
 		if c.q.len() == 0 {
 			c.mu.Unlock()
@@ -424,7 +459,7 @@ func (c *conn) addFollow(e *pending, key []byte) {
 
 // queueFollow writes the LRANGE follow-ups decodeAll found, in order,
 // under wmu like Write, so that they join the queue where their bytes
-// join the stream. A failed write ends the connection (c.err) once the
+// join the stream. A failed write ends the connection (fail) once the
 // frames already decoded are read.
 func (c *conn) queueFollow() {
 	c.wmu.Lock()
@@ -443,6 +478,6 @@ func (c *conn) queueFollow() {
 	c.follow, c.followKeys, c.out = c.follow[:0], c.followKeys[:0], out
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.t.cfg.WriteTimeout))
 	if _, err := c.Conn.Write(out); err != nil {
-		c.err = err // not the replica's protocol fault: not counted as one
+		c.fail(err) // not the replica's protocol fault: not counted as one
 	}
 }

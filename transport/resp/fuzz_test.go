@@ -224,21 +224,23 @@ func TestConnTranslates(t *testing.T) {
 }
 
 // A reply that does not fit its command ends the connection: the answers
-// decoded before it are delivered, nothing of it or after it is, and the
-// drop is counted.
+// decoded before it are delivered, nothing of it or after it is, the drop
+// is counted, and each request still pending gets one packet with the
+// retry code and no record (lost: the engine re-sends it at once).
 func TestConnDropsMismatch(t *testing.T) {
 	steps := []struct {
 		in      string
-		frames  int
+		answers int      // frames answering a reply
+		lost    []uint64 // sequence numbers answered as lost, in order
 		wantErr error
 	}{
-		{bulk("G") + "*1\r\n" + bulk("A"), 1, ErrMismatch},            // MGET chunk of two answered with one
-		{"*1\r\n" + bulk("G"), 0, ErrMismatch},                        // GET answered with an array
-		{"$300\r\n", 0, ErrReplyTooLarge},                             // bulk over MaxReply (256)
-		{bulk("G") + "!garbage\r\n", 1, ErrProtocol},                  // not RESP2
-		{goodReplies + bulk("unasked"), 6, ErrMismatch},               // a reply with nothing pending
-		{bulk("G") + "*2\r\n" + bulk("A") + ":5\r\n", 1, ErrMismatch}, // an integer inside MGET
-		{bulk("G") + "*2\r\n" + bulk("A") + bulk("B") + "*2\r\n" + bulk("C") + "$-1\r\n" + "*1\r\n" + bulk("E") + "*4\r\n", 4, ErrMismatch}, // LRANGE longer than asked
+		{bulk("G") + "*1\r\n" + bulk("A"), 1, []uint64{2, 3}, ErrMismatch},                                                                               // MGET chunk of two answered with one
+		{"*1\r\n" + bulk("G"), 0, []uint64{1, 2, 3}, ErrMismatch},                                                                                        // GET answered with an array
+		{"$300\r\n", 0, []uint64{1, 2, 3}, ErrReplyTooLarge},                                                                                             // bulk over MaxReply (256)
+		{bulk("G") + "!garbage\r\n", 1, []uint64{2, 3}, ErrProtocol},                                                                                     // not RESP2
+		{goodReplies + bulk("unasked"), 6, nil, ErrMismatch},                                                                                             // a reply with nothing pending
+		{bulk("G") + "*2\r\n" + bulk("A") + ":5\r\n", 1, []uint64{2, 3}, ErrMismatch},                                                                    // an integer inside MGET
+		{bulk("G") + "*2\r\n" + bulk("A") + bulk("B") + "*2\r\n" + bulk("C") + "$-1\r\n" + "*1\r\n" + bulk("E") + "*4\r\n", 4, []uint64{3}, ErrMismatch}, // LRANGE longer than asked
 	}
 	for n, s := range steps {
 		c, _ := fuzzConn([]byte(s.in))
@@ -246,8 +248,9 @@ func TestConnDropsMismatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		frames, err := readFrames(c)
-		if !errors.Is(err, s.wantErr) || len(frames) != s.frames {
-			t.Errorf("step %d: %d frames, err %v; want %d, %v", n, len(frames), err, s.frames, s.wantErr)
+		if !errors.Is(err, s.wantErr) || len(frames) != s.answers+len(s.lost) {
+			t.Errorf("step %d: %d frames, err %v; want %d+%d, %v", n, len(frames), err, s.answers, len(s.lost), s.wantErr)
+			continue
 		}
 		if got := c.t.stats.protocolErrors.Load(); got != 1 {
 			t.Errorf("step %d: protocol errors %d, want 1", n, got)
@@ -255,5 +258,49 @@ func TestConnDropsMismatch(t *testing.T) {
 		if err := checkFrames(frames); err != nil {
 			t.Errorf("step %d: %v", n, err)
 		}
+		for i, seq := range s.lost {
+			rsp, _ := wire.ParseResponse(frames[s.answers+i])
+			if rsp.Seq() != seq || rsp.Result() != -7953 || rsp.RecordCount() != 0 || rsp.HaveMore() {
+				t.Errorf("step %d lost %d: seq %d result %d records %d more %v; want seq %d, -7953, none", n, i,
+					rsp.Seq(), rsp.Result(), rsp.RecordCount(), rsp.HaveMore(), seq)
+			}
+		}
+	}
+}
+
+// A connection that ends (EOF, reset) with commands pending answers each
+// pending request attempt once with the retry code, whatever number of
+// its chunks were pending; the packet index is the first chunk not
+// answered and an index read's cursor the position it was asked from.
+func TestConnLostAnswers(t *testing.T) {
+	in := bulk("G") + "*2\r\n" + bulk("A") + bulk("B") // then EOF: MGET chunks 1 and 2 and the LRANGE pending
+	c, _ := fuzzConn([]byte(in))
+	if _, err := c.Write(fuzzRequests(t)); err != nil {
+		t.Fatal(err)
+	}
+	frames, err := readFrames(c)
+	if !errors.Is(err, io.EOF) || len(frames) != 4 {
+		t.Fatalf("%d frames, err %v; want 4, EOF", len(frames), err)
+	}
+	want := []struct {
+		seq    uint64
+		packet uint32
+		cursor uint64
+	}{{2, 1, 0}, {3, 0, 4}}
+	for i, w := range want {
+		rsp, _ := wire.ParseResponse(frames[2+i])
+		if rsp.Seq() != w.seq || rsp.Packet() != w.packet || rsp.Cursor() != w.cursor || rsp.Result() != -7953 || rsp.RecordCount() != 0 {
+			t.Errorf("lost %d: seq %d packet %d cursor %d result %d records %d; want %+v, -7953, none",
+				i, rsp.Seq(), rsp.Packet(), rsp.Cursor(), rsp.Result(), rsp.RecordCount(), w)
+		}
+	}
+	if got := c.t.stats.lost.Load(); got != 2 {
+		t.Errorf("lost answers counted %d, want 2", got)
+	}
+	if got := c.t.stats.protocolErrors.Load(); got != 0 {
+		t.Errorf("protocol errors %d, want 0 (an EOF is not one)", got)
+	}
+	if c.q.len() != 0 {
+		t.Errorf("%d commands still pending", c.q.len())
 	}
 }

@@ -117,10 +117,14 @@ type Stats struct {
 	// bytes that are not RESP2, a length over MaxReply, or a reply that
 	// does not fit its command.
 	ProtocolErrors uint64
+	// LostAnswers counts request attempts answered with Config.RetryCode
+	// because their connection ended (reset, closed, dropped for a
+	// protocol error) before their reply came.
+	LostAnswers uint64
 }
 
 type counters struct {
-	commands, refused, transient, replicaErrors, protocolErrors atomic.Uint64
+	commands, refused, transient, replicaErrors, protocolErrors, lost atomic.Uint64
 }
 
 // Transport is a retry.Transport (and retry.Waiter) that speaks RESP2 to
@@ -243,7 +247,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{
 		Conn: t.tcp.Stats(), Commands: s.commands.Load(), Refused: s.refused.Load(),
 		ReplicaTransient: s.transient.Load(), ReplicaErrors: s.replicaErrors.Load(),
-		ProtocolErrors: s.protocolErrors.Load(),
+		ProtocolErrors: s.protocolErrors.Load(), LostAnswers: s.lost.Load(),
 	}
 }
 
