@@ -267,8 +267,9 @@ func (c *conn) Read(p []byte) (int, error) {
 }
 
 // fail ends the connection with err once the frames staged so far are
-// read, and answers every request that still has a command pending on it
-// with Config.RetryCode: the replica can no longer answer it, and a listed
+// read and, with Config.AnswerLost, answers every request that still has a
+// command pending on it with Config.RetryCode: the replica can no longer
+// answer it, and a listed
 // code makes the engine re-send at once to another replica (partial batch,
 // resume) instead of waiting for the request's timer (SPEC R8, R11). One
 // packet per request attempt, however many of its chunks were pending; it
@@ -278,6 +279,9 @@ func (c *conn) fail(err error) {
 		return
 	}
 	c.err = err
+	if !c.t.cfg.AnswerLost {
+		return // the engine's timers re-send what was pending
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var last *pending

@@ -26,9 +26,10 @@
 //	error reply LOADING, BUSY,        —                                packet code Config.RetryCode: a listed code,
 //	  MASTERDOWN, TRYAGAIN                                             so the engine re-sends at once (SPEC R8)
 //	other error reply                 —                                packet code ResultReplicaError: ends the read
-//	connection lost with commands     —                                1 packet per request attempt pending, code
-//	  pending (reset, closed, bad                                      Config.RetryCode, no record: the engine
-//	  reply)                                                           re-sends at once, only what is missing
+//	connection lost with commands     —                                none: the engine's timers re-send; with
+//	  pending (reset, closed, bad                                      Config.AnswerLost, 1 packet per request
+//	  reply)                                                           attempt pending, code Config.RetryCode, no
+//	                                                                   record: the engine re-sends at once
 //	writes 1, 3, 5, 9                 none: Send returns               an SDK sends writes to the master with its
 //	                                  ErrWriteRefused                  ordinary client (idempotent via package idem)
 //	other reads (103, 15, 117,        none: Send returns ErrUnsupported
@@ -52,11 +53,12 @@
 // index, and what the reply must look like), pushed in the order the
 // commands are written and popped as replies arrive; the reply at the head
 // of the stream answers the entry at the head of the queue. A connection
-// that breaks answers what its queue still holds with Config.RetryCode
+// that breaks loses its queue, and the engine's timers re-send what read
+// retry covers, as over transport/tcp. With Config.AnswerLost it answers
+// what its queue still holds with Config.RetryCode instead
 // (Stats.LostAnswers), so the engine re-sends those reads to another
-// replica at once rather than when their timers fire: a listed code
-// re-sends only while retries remain, and is held, then delivered at the
-// budget's end, when none do (SPEC R8).
+// replica at once: a listed code re-sends only while retries remain, and
+// is held, then delivered at the budget's end, when none do (SPEC R8).
 //
 // # Shape
 //
@@ -78,8 +80,7 @@
 // count, an LRANGE answer longer than asked, a status or integer reply, a
 // reply with nothing pending) has its connection dropped and counted
 // (Stats.ProtocolErrors); frames decoded before the bad reply are
-// delivered, nothing of it is, the requests still pending get
-// Config.RetryCode as on any lost connection, and tcp reconnects with
-// backoff. The decoder
+// delivered, nothing of it is (the requests still pending are lost as on
+// any broken connection), and tcp reconnects with backoff. The decoder
 // never panics (FuzzDecode).
 package resp

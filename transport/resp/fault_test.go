@@ -254,42 +254,53 @@ func splitFields(s string) []string {
 // streams (a loopback proxy cuts it after a few hundred bytes of replies):
 // the engine re-sends only the keys not answered and resumes lists from
 // the first position not accepted, on the other replica, and every batch
-// and list still arrives exactly once, in order (SPEC R11).
+// and list still arrives exactly once, in order (SPEC R11) — whether the
+// re-send waits for the request's timer or, with AnswerLost, goes out at
+// once.
 func TestStreamCut(t *testing.T) {
-	r := ownReplicas(t, 2)
-	cut, err := resptest.NewCutProxy(r.Servers[0].Addr, 700)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cut.Close()
-	c, tr := setupAddrs(t, []string{cut.Addr(), r.Servers[1].Addr}, faultCfg, faultSimple, faultComplex)
-	d := r.Data
-	var res retry.Result
-	resent := uint64(0)
-	for k := range 40 {
-		var err error
-		if k%2 == 0 {
-			idx := make([]int, 60)
-			for j := range idx {
-				idx[j] = (k*17 + j) % d.Keys
+	for _, answerLost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("AnswerLost=%v", answerLost), func(t *testing.T) {
+			r := ownReplicas(t, 2)
+			cut, err := resptest.NewCutProxy(r.Servers[0].Addr, 700)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err = do(c, batchReq(d, idx), &res, 10*time.Second); err == nil {
-				err = checkBatch(d, idx, &res)
+			defer cut.Close()
+			cfg := faultCfg
+			cfg.AnswerLost = answerLost
+			c, tr := setupAddrs(t, []string{cut.Addr(), r.Servers[1].Addr}, cfg, faultSimple, faultComplex)
+			d := r.Data
+			var res retry.Result
+			for k := range 40 {
+				var err error
+				if k%2 == 0 {
+					idx := make([]int, 60)
+					for j := range idx {
+						idx[j] = (k*17 + j) % d.Keys
+					}
+					if err = do(c, batchReq(d, idx), &res, 10*time.Second); err == nil {
+						err = checkBatch(d, idx, &res)
+					}
+				} else {
+					j := 2 + 5*(k%8) // lists of 256 elements
+					if err = do(c, rangeReq(d, j, 0, 0), &res, 10*time.Second); err == nil {
+						err = checkRange(d, j, 0, 0, &res)
+					}
+				}
+				if err != nil {
+					t.Fatalf("request %d: %v", k, err)
+				}
 			}
-		} else {
-			j := 2 + 5*(k%8) // lists of 256 elements
-			if err = do(c, rangeReq(d, j, 0, 0), &res, 10*time.Second); err == nil {
-				err = checkRange(d, j, 0, 0, &res)
+			zs, _ := c.Stats(zone)
+			s := tr.Stats()
+			if cut.Cuts() == 0 || zs.RecordsResent == 0 {
+				t.Errorf("no stream was cut and resumed: %d cuts, %d records re-sent", cut.Cuts(), zs.RecordsResent)
 			}
-		}
-		if err != nil {
-			t.Fatalf("request %d: %v", k, err)
-		}
+			if lost := s.LostAnswers > 0; lost != answerLost || answerLost != (zs.RetriesErrorCode > 0) {
+				t.Errorf("AnswerLost %v: %d lost answers, %d error-code retries, %d timeout retries",
+					answerLost, s.LostAnswers, zs.RetriesErrorCode, zs.RetriesTimeout)
+			}
+			t.Logf("cuts %d, records re-sent %d, retries timeout %d code %d", cut.Cuts(), zs.RecordsResent, zs.RetriesTimeout, zs.RetriesErrorCode)
+		})
 	}
-	zs, _ := c.Stats(zone)
-	resent = zs.RecordsResent
-	if cut.Cuts() == 0 || resent == 0 {
-		t.Errorf("no stream was cut and resumed: %d cuts, %d records re-sent", cut.Cuts(), resent)
-	}
-	t.Logf("cuts %d, records re-sent %d, transport %+v", cut.Cuts(), resent, tr.Stats())
 }

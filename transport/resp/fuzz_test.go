@@ -50,7 +50,7 @@ func fuzzRequests(t testing.TB) []byte {
 }
 
 func fuzzConn(in []byte) (*conn, *scriptConn) {
-	tr := &Transport{cfg: Config{BatchChunk: 2, RangeChunk: 3, MaxReply: 256, WriteTimeout: time.Second, RetryCode: -7953}}
+	tr := &Transport{cfg: Config{BatchChunk: 2, RangeChunk: 3, MaxReply: 256, WriteTimeout: time.Second, RetryCode: -7953, AnswerLost: true}}
 	sc := &scriptConn{in: bytes.NewReader(in)}
 	return newConn(tr, sc), sc
 }
@@ -302,5 +302,16 @@ func TestConnLostAnswers(t *testing.T) {
 	}
 	if c.q.len() != 0 {
 		t.Errorf("%d commands still pending", c.q.len())
+	}
+
+	// Without AnswerLost (the default) the same end delivers the two
+	// answers and nothing else: the engine's timers re-send.
+	c, _ = fuzzConn([]byte(in))
+	c.t.cfg.AnswerLost = false
+	if _, err := c.Write(fuzzRequests(t)); err != nil {
+		t.Fatal(err)
+	}
+	if frames, err := readFrames(c); !errors.Is(err, io.EOF) || len(frames) != 2 || c.t.stats.lost.Load() != 0 {
+		t.Errorf("AnswerLost off: %d frames, err %v, lost %d; want 2, EOF, 0", len(frames), err, c.t.stats.lost.Load())
 	}
 }

@@ -89,6 +89,18 @@ type Config struct {
 	// MaxReply is the largest reply accepted in bytes; 0 means
 	// DefaultMaxReply, at most MaxMaxReply.
 	MaxReply int
+	// AnswerLost makes a connection that ends (reset, closed, dropped for
+	// a protocol error) answer each request attempt still pending on it
+	// with RetryCode and no record, so that the engine re-sends it at once
+	// — only the keys or positions still missing — instead of at its next
+	// deadline (SPEC R8, R11). Off, as in transport/tcp, lost requests
+	// wait for their timers. On, a stream cut costs a read a round trip
+	// instead of a segment (rrsim's Redis stream-cut: p99.9 from about
+	// 100 ms to a few ms), but a replica's death sends its whole backlog
+	// to the others at once, and under a loaded machine that burst has
+	// been seen to outrun the storm guard (reads ending with the held
+	// code); measure before turning it on.
+	AnswerLost bool
 	// RecvBuffer, MaxPending and WriteTimeout are tcp.Config's: each
 	// replica's receive ring, write-buffer limit, and write bound.
 	RecvBuffer, MaxPending int
