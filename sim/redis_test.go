@@ -38,6 +38,15 @@ func TestRedisScenarios(t *testing.T) {
 				if !r.Retry || sc.Name == "all-down" {
 					continue
 				}
+				if r.MaxStallMs > StallNoteMs {
+					// The client itself was not run for a while (a loaded
+					// machine): every timer fired late at once, and the
+					// storm guard may rightly refuse the burst. The
+					// invariants above still hold; the ok share is not
+					// this run's to judge.
+					t.Logf("retry on: client stalled %.0f ms; %d of %d reads ok not judged", r.MaxStallMs, r.ReadsOK, r.Reads)
+					continue
+				}
 				if ok := float64(r.ReadsOK) / float64(r.Reads); ok < 0.999 {
 					t.Errorf("retry on: %d of %d reads answered right (%.2f%%)", r.ReadsOK, r.Reads, 100*ok)
 				}
