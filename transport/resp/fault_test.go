@@ -13,11 +13,13 @@ import (
 )
 
 // Budgets of the fault tests: with two retries a simple read re-sends
-// after 33 ms and 100 ms and ends at 200 ms; a complex read waits 100,
-// 200, then 300 ms between packets (SPEC R6, R10).
+// after 83 ms and 250 ms and ends at 500 ms; a complex read waits 167,
+// 333, then 500 ms between packets (SPEC R6, R10). Room enough that a
+// test process not run for a moment on a loaded machine still re-sends
+// before its reads' budgets end.
 const (
-	faultSimple  = 200 * time.Millisecond
-	faultComplex = 600 * time.Millisecond
+	faultSimple  = 500 * time.Millisecond
+	faultComplex = time.Second
 )
 
 // mixResult counts what a mix of reads saw.
@@ -118,12 +120,12 @@ func TestReplicaFaults(t *testing.T) {
 				t.Error(err)
 			}
 		}, nil},
-		{"flapping: SIGSTOP 80 ms, SIGCONT 40 ms, ten times", func(t *testing.T, s *resptest.Server) {
-			for range 10 {
+		{"flapping: SIGSTOP 150 ms, SIGCONT 50 ms, eight times", func(t *testing.T, s *resptest.Server) {
+			for range 8 {
 				_ = s.Freeze()
-				time.Sleep(80 * time.Millisecond)
+				time.Sleep(150 * time.Millisecond)
 				_ = s.Thaw()
-				time.Sleep(40 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
 			}
 		}, nil},
 		{"slow: DEBUG SLEEP 0.5 s, twice", func(t *testing.T, s *resptest.Server) {
