@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -690,10 +691,11 @@ func BenchmarkUnaryOverhead(b *testing.B) {
 
 // TestHeadersCommit (SPEC M2 round 3, gRFC A6): an attempt whose server sent
 // response headers before failing is committed — the server may have done
-// the work — so the caller gets the failure after one handler run, as with
-// grpc-go's own retry; a trailers-only failure is retried per policy (3
-// attempts by default). Unary calls, client streams (two uploads) and
-// server streams, none of them reading the headers.
+// the work — so the caller gets the failure after one handler run; a
+// trailers-only failure is retried per policy (3 attempts by default).
+// Unary calls, client streams (two uploads) and server streams, none of
+// them reading the headers. grpc-go's own retry, configured alike, is run
+// first on the same server as the reference: the counts must be its.
 func TestHeadersCommit(t *testing.T) {
 	type kind int
 	const (
@@ -751,41 +753,85 @@ func TestHeadersCommit(t *testing.T) {
 					return status.Error(codes.Unavailable, "draining")
 				},
 			}
-			conn := dial(t, serve(t, svc), fastPolicy(t))
-			var err error
-			switch c.kind {
-			case unaryCall:
-				_, err = unary(context.Background(), conn, "x")
-			case clientStream:
-				_, err = recvAll(openStream(t, context.Background(), conn, "upload 1", "upload 2"))
-			case serverStream:
-				desc := &grpc.StreamDesc{StreamName: "Stream", ServerStreams: true}
-				var cs grpc.ClientStream
-				if cs, err = conn.NewStream(context.Background(), desc, streamMethod); err != nil {
-					t.Fatal(err)
+			addr := serve(t, svc)
+			run := func(conn *grpc.ClientConn) (err error) {
+				switch c.kind {
+				case unaryCall:
+					_, err = unary(context.Background(), conn, "x")
+				case clientStream:
+					_, err = recvAll(openStream(t, context.Background(), conn, "upload 1", "upload 2"))
+				case serverStream:
+					desc := &grpc.StreamDesc{StreamName: "Stream", ServerStreams: true}
+					var cs grpc.ClientStream
+					if cs, err = conn.NewStream(context.Background(), desc, streamMethod); err != nil {
+						t.Fatal(err)
+					}
+					req := []byte("query")
+					if err = cs.SendMsg(&req); err != nil {
+						t.Fatal(err)
+					}
+					if err = cs.CloseSend(); err != nil {
+						t.Fatal(err)
+					}
+					_, err = recvAll(cs)
 				}
-				req := []byte("query")
-				if err = cs.SendMsg(&req); err != nil {
-					t.Fatal(err)
+				return err
+			}
+			// grpc-go's own retry (gRFC A6) as the reference, then the
+			// interceptors: the same handler runs for both.
+			for _, client := range []struct {
+				name string
+				conn *grpc.ClientConn
+			}{
+				{"grpc-go retry", dialGRPCRetry(t, addr)},
+				{"interceptors", dial(t, addr, fastPolicy(t))},
+			} {
+				s = seen{}
+				mu.Lock()
+				uploads = nil
+				mu.Unlock()
+				err := run(client.conn)
+				// (grpc-go's retry says in the message that it gave up.)
+				if status.Code(err) != codes.Unavailable || !strings.HasSuffix(status.Convert(err).Message(), "draining") {
+					t.Fatalf("%s: err %v, want the server's Unavailable", client.name, err)
 				}
-				if err = cs.CloseSend(); err != nil {
-					t.Fatal(err)
+				if s.count() != c.want {
+					t.Fatalf("%s: handler ran %d times, want %d", client.name, s.count(), c.want)
 				}
-				_, err = recvAll(cs)
-			}
-			if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "draining" {
-				t.Fatalf("err %v, want the server's Unavailable", err)
-			}
-			if s.count() != c.want {
-				t.Fatalf("handler ran %d times, want %d", s.count(), c.want)
-			}
-			if c.kind == clientStream {
-				for i, u := range uploads {
-					if !slices.Equal(u, []string{"upload 1", "upload 2"}) {
-						t.Fatalf("attempt %d uploaded %q", i+1, u)
+				if c.kind == clientStream {
+					for i, u := range uploads {
+						if !slices.Equal(u, []string{"upload 1", "upload 2"}) {
+							t.Fatalf("%s: attempt %d uploaded %q", client.name, i+1, u)
+						}
 					}
 				}
 			}
 		})
 	}
+}
+
+// dialGRPCRetry connects to addr with grpc-go's built-in retry and no
+// interceptor: 3 attempts for Unavailable on every method of the test
+// service, with a short backoff.
+func dialGRPCRetry(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	const config = `{"methodConfig": [{
+		"name": [{"service": "` + serviceName + `"}],
+		"retryPolicy": {
+			"maxAttempts": 3,
+			"initialBackoff": "0.001s",
+			"maxBackoff": "0.001s",
+			"backoffMultiplier": 1,
+			"retryableStatusCodes": ["UNAVAILABLE"]
+		}
+	}]}`
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})),
+		grpc.WithDefaultServiceConfig(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
