@@ -729,3 +729,45 @@ func FuzzExtract(f *testing.F) {
 func fastPolicy(t testing.TB, opts ...Option) *Policy {
 	return mustPolicy(t, append([]Option{WithBackoff(backoff.None{})}, opts...)...)
 }
+
+// TestAttemptsSteps: the loop step by step, as protocol glue runs it.
+// Decide does not end the attempt (its deadline still holds); Next ends it
+// and numbers the next one; Detach hands the attempt's timeout over, so End
+// leaves it running until the caller releases it; a Decide that stops
+// returns the attempt's own error once the attempts are used up (B3: 2 in
+// all here).
+func TestAttemptsSteps(t *testing.T) {
+	p := mustPolicy(t, WithSettings(backoff.Settings{InitialRPCTimeout: time.Minute, MaxAttempts: 2}), WithBackoff(backoff.None{}))
+	var a Attempts
+	first, err := a.Begin(context.Background(), p)
+	if err != nil || a.Number() != 1 {
+		t.Fatalf("Begin: %v, attempt %d", err, a.Number())
+	}
+	if err := a.Decide(errNet); err != nil {
+		t.Fatalf("Decide: %v, want a retry", err)
+	}
+	if first.Err() != nil {
+		t.Fatal("Decide ended the attempt")
+	}
+	second, err := a.Next()
+	if err != nil || a.Number() != 2 || Attempt(second) != 2 || first.Err() == nil {
+		t.Fatalf("Next: %v, attempt %d (ctx %d), first attempt's context %v", err, a.Number(), Attempt(second), first.Err())
+	}
+	if err := a.Decide(errNet); err != errNet {
+		t.Fatalf("Decide after the last attempt: %v, want errNet", err)
+	}
+	release := a.Detach()
+	a.End()
+	if release == nil || second.Err() != nil {
+		t.Fatalf("Detach: %v, second attempt's context %v after End", release != nil, second.Err())
+	}
+	release()
+	if second.Err() == nil {
+		t.Fatal("the detached release did not end the attempt")
+	}
+	// An attempt without a timeout has nothing to hand over.
+	var b Attempts
+	if _, err := b.Begin(context.Background(), fastPolicy(t)); err != nil || b.Detach() != nil {
+		t.Fatalf("no RPC timeout: %v", err)
+	}
+}
