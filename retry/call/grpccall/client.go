@@ -21,7 +21,9 @@ const MaxReplay = 64
 // grpc.WithUnaryInterceptor or grpc.WithChainUnaryInterceptor. Each attempt
 // is an ordinary invocation with the caller's call options, its own outgoing
 // metadata (the caller's, plus the attempt number and the retry flag), and,
-// with per-attempt RPC timeouts in the policy, its own deadline.
+// with per-attempt RPC timeouts in the policy, its own deadline. An attempt
+// whose server sent response headers before it failed is not retried
+// (SPEC M2 round 3, gRFC A6): only a trailers-only answer is.
 func UnaryClientInterceptor(p *call.Policy) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		var a call.Attempts
@@ -65,7 +67,10 @@ type attemptMD struct {
 // StreamClientInterceptor retries streaming RPCs under policy p (nil: the
 // call package's defaults) until they are committed, as the package doc
 // describes: pass it to grpc.WithStreamInterceptor or
-// grpc.WithChainStreamInterceptor. The stream it returns may be used as gRPC
+// grpc.WithChainStreamInterceptor. An attempt is committed by its first
+// response message, by the caller reading its headers, or, when it fails,
+// by having received headers at all (only a trailers-only failure is
+// retried, SPEC M2 round 3). The stream it returns may be used as gRPC
 // allows (one goroutine sending while another receives). With per-attempt
 // RPC timeouts in the policy, the committed attempt's deadline lasts until
 // the stream ends; a caller that abandons a stream cancels its context, as
