@@ -40,13 +40,13 @@ const DefaultMaxDrain = 64 << 10
 //     call.WithMaxRetryAfter.
 //   - When the request's context ends, or its deadline would pass before
 //     the next attempt could start, RoundTrip returns at once with a nil
-//     response and a [*call.ContextError] wrapping the context's error and the
-//     last attempt's (a [*StatusError] for a response), the last response
-//     drained and closed — what [call.Do] returns in the same case (B7).
+//     response and a [*call.ContextError] wrapping the context's error and
+//     the last attempt's (a [*StatusError] for a response), the last
+//     response drained and closed — what [call.Do] returns in the same case
+//     (B7).
 //   - Every attempt carries call.HeaderAttempt (its number, counting any
-//     retry loop around the request, see [call.Attempt]) and
-//     call.HeaderFlag when the
-//     request's context has a retry flag.
+//     retry loop around the request, see [call.Attempt]) and call.HeaderFlag
+//     when the request's context has a retry flag.
 //
 // The request passed in is never modified: each attempt sends a shallow copy
 // with its own header map. With per-attempt RPC timeouts in the policy, an
