@@ -149,7 +149,7 @@ type shard struct {
 	count    int     // timers on the wheel (staged ones join at the next drain)
 	free     freeSet // free timers of blocks no lane owns
 	used     uint32  // blocks handed out of the slab (the high-water mark)
-	capacity uint32  // timers the slab may hold
+	capacity uint32  // timers the slab may hold: MaxCapacity (tests lower it)
 	genSeed  uint32  // generation of the timers of a new chunk (see maybeShrink)
 	grewAt   int64   // cur when the slab last grew
 

@@ -191,51 +191,49 @@ func TestLanesAndGOMAXPROCS(t *testing.T) {
 func TestShrink(t *testing.T) {
 	// One P, so one lane: the test moves it down with its churn below.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	for _, shards := range []int{1} {
-		w := limited(t, Config{Tick: time.Millisecond, Start: t0, Shards: shards}, 0)
-		s := &w.shards[0]
-		const n = 100_000
-		var last Handle
-		for i := range n {
-			last = mustSchedule(t, w, t0.Add(time.Duration(1+i%100)*time.Millisecond), uint64(i))
+	w := newWheel(t)
+	s := &w.shards[0]
+	const n = 100_000
+	var last Handle
+	for i := range n {
+		last = mustSchedule(t, w, t0.Add(time.Duration(1+i%100)*time.Millisecond), uint64(i))
+	}
+	if w.Len() != n || len(s.chunks) < 20 {
+		t.Fatalf("Len %d, %d chunks after the burst", w.Len(), len(s.chunks))
+	}
+	if got := w.Advance(t0.Add(time.Second), nil); got != n {
+		t.Fatalf("fired %d", got)
+	}
+	// A lane still owns the block it took last, at the top; at its
+	// next refill it moves to the lowest free block, and the next
+	// Advance gives back every chunk above one spare.
+	for k := range 200 {
+		h := mustSchedule(t, w, t0.Add(2*time.Second), uint64(k))
+		if !w.Cancel(h) {
+			t.Fatal("Cancel = false")
 		}
-		if w.Len() != n || len(s.chunks) < 20 {
-			t.Fatalf("shards %d: Len %d, %d chunks after the burst", shards, w.Len(), len(s.chunks))
-		}
-		if got := w.Advance(t0.Add(time.Second), nil); got != n {
-			t.Fatalf("fired %d", got)
-		}
-		// A lane still owns the block it took last, at the top; at its
-		// next refill it moves to the lowest free block, and the next
-		// Advance gives back every chunk above one spare.
-		for k := range 200 {
-			h := mustSchedule(t, w, t0.Add(2*time.Second), uint64(k))
-			if !w.Cancel(h) {
-				t.Fatal("Cancel = false")
-			}
-		}
-		if len(s.chunks) < 20 {
-			t.Fatalf("shards %d: shrank to %d chunks within shrinkDelay of growing", shards, len(s.chunks))
-		}
-		w.Advance(t0.Add(time.Second+shrinkDelay*time.Millisecond), nil)
-		if len(s.chunks) > 3 {
-			t.Fatalf("shards %d: %d chunks left after every timer fired", shards, len(s.chunks))
-		}
-		for i := range n {
-			mustSchedule(t, w, t0.Add(2*time.Second), uint64(i))
-		}
-		if w.Cancel(last) || w.Reset(last, t0.Add(time.Hour)) {
-			t.Fatal("a handle from a given-back chunk acted on the chunk made in its place")
-		}
-		if got := w.Advance(t0.Add(3*time.Second+shrinkDelay*time.Millisecond), nil); got != n {
-			t.Fatalf("second burst fired %d", got)
-		}
+	}
+	if len(s.chunks) < 20 {
+		t.Fatalf("shrank to %d chunks within shrinkDelay of growing", len(s.chunks))
+	}
+	w.Advance(t0.Add(time.Second+shrinkDelay*time.Millisecond), nil)
+	if len(s.chunks) > 3 {
+		t.Fatalf("%d chunks left after every timer fired", len(s.chunks))
+	}
+	for i := range n {
+		mustSchedule(t, w, t0.Add(2*time.Second), uint64(i))
+	}
+	if w.Cancel(last) || w.Reset(last, t0.Add(time.Hour)) {
+		t.Fatal("a handle from a given-back chunk acted on the chunk made in its place")
+	}
+	if got := w.Advance(t0.Add(3*time.Second+shrinkDelay*time.Millisecond), nil); got != n {
+		t.Fatalf("second burst fired %d", got)
 	}
 }
 
-// TestDurationAPI: the Duration methods and the time.Time ones are one
+// TestOffsetAPI: the Offset methods and the time.Time ones are one
 // wheel: the same timers fire at the same times either way.
-func TestDurationAPI(t *testing.T) {
+func TestOffsetAPI(t *testing.T) {
 	w := newWheel(t)
 	h := mustSchedule(t, w, t0.Add(10*time.Millisecond), 1)
 	h2, err := w.ScheduleOffset(20*time.Millisecond+1, 2) // rounds up to 21 ms
@@ -243,7 +241,7 @@ func TestDurationAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d, ok := w.NextDeadlineOffset(); !ok || d != 10*time.Millisecond {
-		t.Fatalf("NextDeadlineAt = %v, %v", d, ok)
+		t.Fatalf("NextDeadlineOffset = %v, %v", d, ok)
 	}
 	if !w.ResetOffset(h, 15*time.Millisecond) || !w.Reset(h2, t0.Add(12*time.Millisecond)) {
 		t.Fatal("reset")
@@ -253,16 +251,16 @@ func TestDurationAPI(t *testing.T) {
 	}
 	var ids []uint64
 	if n := w.AdvanceOffset(12*time.Millisecond, collectIDs(&ids)); n != 1 || ids[0] != 2 {
-		t.Fatalf("AdvanceTo(12ms) fired %v", ids)
+		t.Fatalf("AdvanceOffset(12ms) fired %v", ids)
 	}
 	if n := w.Advance(t0.Add(15*time.Millisecond), collectIDs(&ids)); n != 1 || ids[1] != 1 {
 		t.Fatalf("Advance(15ms) fired %v", ids)
 	}
 	if _, err := w.ScheduleOffset(math.MaxInt64, 3); err != nil {
-		t.Fatalf("ScheduleAt(MaxInt64): %v", err)
+		t.Fatalf("ScheduleOffset(MaxInt64): %v", err)
 	}
 	if d, ok := w.NextDeadlineOffset(); !ok || d <= 15*time.Millisecond {
-		t.Fatalf("NextDeadlineAt for a far timer = %v, %v", d, ok)
+		t.Fatalf("NextDeadlineOffset for a far timer = %v, %v", d, ok)
 	}
 }
 

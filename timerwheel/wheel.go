@@ -116,10 +116,10 @@
 // tenth) and converting the deadline (about a fourteenth). So the sender
 // path was cut to one atomic instruction:
 //
-//   - Staging. Each shard has one lane per P (GOMAXPROCS at New). Schedule pins its goroutine to
-//     its P, as sync.Pool does, takes a timer of the block its lane owns
-//     from a plain bit mask, writes it, and publishes it by setting one bit
-//     of the lane's staged word. Every lock holder first moves the staged
+//   - Staging. Each shard has one lane per P (GOMAXPROCS at New).
+//     Schedule pins its goroutine to its P, as sync.Pool does, takes a
+//     timer of the block its lane owns from a plain bit mask, writes it,
+//     and publishes it by setting one bit of the lane's staged word. Every lock holder first moves the staged
 //     timers onto the wheel: Advance, before it looks for due timers, so a
 //     staged timer fires exactly when it would have on the locked path;
 //     NextDeadline, Len and Reset likewise. A lane takes the lock (only
@@ -183,10 +183,10 @@ const (
 // Errors. Each is returned as is or wrapped (test with errors.Is); a call
 // that returns one changes nothing.
 var (
-	// ErrFull is returned by Schedule when every shard holds MaxCapacity
-	// timers. Each lane (one per P and shard) may have claimed up to 63
-	// free timers that only its own P schedules into, so ErrFull can come
-	// up to 64 timers per lane before MaxCapacity·Shards are pending.
+	// ErrFull is returned by Schedule when no shard has a free timer left
+	// of its MaxCapacity. Each lane (one per P and shard) may hold up to
+	// 64 free timers that only its own P schedules into, so ErrFull can
+	// come up to 64 timers per lane before MaxCapacity·Shards are pending.
 	ErrFull = errors.New("timerwheel: no free timer")
 	// ErrDeadline is returned by Schedule for a deadline so far after
 	// Start that the offset does not fit a time.Duration (about 292 years).
