@@ -465,6 +465,9 @@ func NewEngineFor(opt Options, fleet FleetControl, retryOn bool, maxContexts int
 type EngineTransport interface {
 	retry.Transport
 	retry.Waiter
+	// WaitDialed waits for the first connection attempts (both transports
+	// dial on their own goroutines).
+	WaitDialed(ctx context.Context) error
 	Close() error
 }
 
@@ -511,6 +514,14 @@ func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*ret
 	// A proxy that refuses connections at the start is logged by the
 	// engine and reconnected by the transport; it is not an error here.
 	if err := c.ApplyRoute(simZone, fleet.Labels(), ConfList(opt.MaxRetries)); err != nil {
+		return fail(err)
+	}
+	// ApplyRoute never waits on a dial (the transport dials on its own
+	// goroutines): wait for the first attempts, bounded by the dial
+	// timeout, so that the load starts against connected proxies.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := tr.WaitDialed(ctx); err != nil {
 		return fail(err)
 	}
 	return c, tr, nil

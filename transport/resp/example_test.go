@@ -41,6 +41,7 @@ func Example() {
 	_ = c.ApplyRoute(zone, []retry.Proxy{{Host: "replica-a", Port: 6379}, {Host: "replica-b", Port: 6379}},
 		"conf://ReadRetryCmd=7|23|11&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=2")
 	_ = c.SetReadRetryTimeout(time.Second, 2*time.Second)
+	_ = tr.WaitDialed(context.Background()) // ApplyRoute does not wait on dials
 
 	var res retry.Result
 	err := c.Do(context.Background(), zone, &retry.Request{Command: wire.CmdGet, Key: []byte("user:1")}, &res)

@@ -141,7 +141,14 @@ func setupAddrs(t testing.TB, addrs []string, cfg resp.Config, simple, complex t
 		proxies[i] = proxyFor(i)
 	}
 	if err := c.ApplyRoute(zone, proxies, route); err != nil {
-		t.Logf("apply route: %v", err) // a replica down at start is dialled again later
+		t.Fatal(err)
+	}
+	// ApplyRoute does not wait on dials: let the first ones finish (a
+	// replica down at start is dialled again later).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.WaitDialed(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.SetReadRetryTimeout(simple, complex); err != nil {
 		t.Fatal(err)

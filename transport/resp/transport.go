@@ -204,9 +204,16 @@ func New(cfg Config) (*Transport, error) {
 	return t, nil
 }
 
-// Open registers a replica (retry.Transport) and makes the first
-// connection attempt; see tcp.Transport.Open.
+// Open registers a replica (retry.Transport) and returns at once; its
+// first connection attempt runs on tcp's goroutines (WaitDialed waits for
+// it); see tcp.Transport.Open.
 func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error { return t.tcp.Open(id, p) }
+
+// WaitDialed blocks until the first connection attempt of every replica
+// opened so far has ended, or ctx ends (then ctx.Err()); see
+// tcp.Transport.WaitDialed. Open never waits on a dial (SPEC R22), so a
+// caller that sends right after its first ApplyRoute waits here first.
+func (t *Transport) WaitDialed(ctx context.Context) error { return t.tcp.WaitDialed(ctx) }
 
 // Send queues one request frame for the replica (retry.Transport); frame
 // is checked and copied, not retained. A GET, BATCH_GET or LIST_GETALL
