@@ -14,9 +14,11 @@ package bench
 //     of two shared atomics without any window (retries < 10% of all
 //     requests ever: the cheapest possible check, and wrong after a burst),
 //     and failsafe-go's TryAcquirePermit (+ ReleasePermit when granted),
-//     which bounds retries in flight rather than over a window; and one
-//     clock read alone, the part of TryRetry's cost that knowing the time
-//     takes (TryRetryAt, with the caller's time, does without it).
+//     which bounds retries in flight rather than over a window; one clock
+//     read alone, the part of TryRetry's cost that knowing the time takes
+//     (TryRetryAt, with the caller's time, does without it); and the floor
+//     of any exact windowed check: the request's atomic add, the clock read
+//     and the refusal's atomic add, with no window.
 //
 // Every readretry line reports its ratio to the baselines as "x-<baseline>"
 // (ns/op over the baseline's ns/op): below 1 is faster.
@@ -237,6 +239,23 @@ func BenchmarkBudgetTryRetry(b *testing.B) {
 		sinkShared.Add(int64(sum))
 		record(b, "try-clock")
 	})
+	// floor: what any exact check over a window of time pays per failing
+	// call, with no window at all: an atomic add counting the request, one
+	// monotonic clock read (which slot of the window the check is in) and
+	// an atomic add counting the refusal (Stats.Denied counts each one).
+	b.Run("floor", func(b *testing.B) {
+		start := time.Now()
+		var counts struct{ requests, denied atomic.Int64 } // one line, as a shard
+		var sum time.Duration
+		b.ReportAllocs()
+		for b.Loop() {
+			counts.requests.Add(1)
+			sum += time.Since(start)
+			counts.denied.Add(1)
+		}
+		sinkShared.Add(int64(sum) + counts.requests.Load() + counts.denied.Load())
+		record(b, "try-floor")
+	})
 	b.Run("readretry", func(b *testing.B) {
 		bg := newBudget(b)
 		b.ReportAllocs()
@@ -248,7 +267,7 @@ func BenchmarkBudgetTryRetry(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(granted)/float64(b.N), "granted/op")
-		reportRatios(b, "try-shared-atomic", "try-failsafe-go", "try-clock")
+		reportRatios(b, "try-shared-atomic", "try-failsafe-go", "try-clock", "try-floor")
 	})
 	// TryRetryAt: the caller's cached clock, as the engine's poll loop
 	// passes it in (one clock read per 1,024 calls here).
