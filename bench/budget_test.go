@@ -14,14 +14,17 @@ package bench
 //     of two shared atomics without any window (retries < 10% of all
 //     requests ever: the cheapest possible check, and wrong after a burst),
 //     and failsafe-go's TryAcquirePermit (+ ReleasePermit when granted),
-//     which bounds retries in flight rather than over a window; and one
-//     clock read alone, the part of TryRetry's cost that knowing the time
-//     takes (TryRetryAt, with the caller's time, does without it).
+//     which bounds retries in flight rather than over a window; one clock
+//     read alone, the part of TryRetry's cost that knowing the time takes
+//     (TryRetryAt, with the caller's time, does without it); and the floor
+//     of any exact windowed check: the request's atomic add, the clock read
+//     and the refusal's atomic add, with no window.
 //
 // Every readretry line reports its ratio to the baselines as "x-<baseline>"
 // (ns/op over the baseline's ns/op): below 1 is faster.
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,6 +66,44 @@ func reportRatios(b *testing.B, baselines ...string) {
 		}
 	}
 }
+
+// cpuTime measures a single-goroutine benchmark in CPU time of its thread
+// as well as in wall time: on a machine shared with other busy processes
+// the wall time of a short run swings by ±50% or more with their load,
+// while the thread's own CPU time does not count the time it waited for a
+// core. Start it before the loop (it locks the goroutine to its thread) and
+// call report after the loop; it adds "cpu-ns/op" (left out where the
+// thread's CPU clock cannot be read), keeps it under name and adds the
+// ratio to each baseline's as "cpu-x-<baseline>".
+type cpuTime struct {
+	start int64
+	ok    bool
+}
+
+func startCPU() cpuTime {
+	runtime.LockOSThread()
+	t, ok := threadCPU()
+	return cpuTime{t, ok}
+}
+
+func (c cpuTime) report(b *testing.B, name string, baselines ...string) {
+	t, ok := threadCPU()
+	runtime.UnlockOSThread()
+	if !c.ok || !ok || b.N == 0 {
+		return
+	}
+	own := float64(t-c.start) / float64(b.N)
+	cpuNsPerOp[name] = own
+	b.ReportMetric(own, "cpu-ns/op")
+	for _, base := range baselines {
+		if ns, ok := cpuNsPerOp[base]; ok && ns > 0 {
+			b.ReportMetric(own/ns, "cpu-x-"+base)
+		}
+	}
+}
+
+// cpuNsPerOp is nsPerOp in CPU time (see cpuTime).
+var cpuNsPerOp = map[string]float64{}
 
 // stackSharded is the request counter of the budget before issue 13: 256
 // counters on their own 128-byte lines, picked by a hash of the caller's
@@ -122,29 +163,35 @@ func newBudget(b *testing.B) *budget.Budget {
 // "shared-atomic" under RunParallel.
 func BenchmarkBudgetRecord(b *testing.B) {
 	b.Run("shared-atomic", func(b *testing.B) {
+		cpu := startCPU()
 		var n atomic.Int64
 		b.ReportAllocs()
 		for b.Loop() {
 			n.Add(1)
 		}
+		cpu.report(b, "shared-atomic")
 		sinkShared.Add(n.Load())
 		record(b, "shared-atomic")
 	})
 	b.Run("failsafe-go", func(b *testing.B) {
+		cpu := startCPU()
 		fb := newFailsafe(b)
 		b.ReportAllocs()
 		for b.Loop() {
 			fb.RecordExecution()
 			fb.ReleaseExecution()
 		}
+		cpu.report(b, "failsafe-go")
 		record(b, "failsafe-go")
 	})
 	b.Run("readretry", func(b *testing.B) {
+		cpu := startCPU()
 		bg := newBudget(b)
 		b.ReportAllocs()
 		for b.Loop() {
 			bg.Request()
 		}
+		cpu.report(b, "readretry", "shared-atomic", "failsafe-go")
 		if s := bg.Stats(); s.Requests != uint64(b.N) {
 			b.Fatalf("%d requests counted, %d made", s.Requests, b.N)
 		}
@@ -204,15 +251,18 @@ func BenchmarkBudgetRecord(b *testing.B) {
 // request and asking for a retry; one goroutine and b.RunParallel.
 func BenchmarkBudgetTryRetry(b *testing.B) {
 	b.Run("shared-atomic", func(b *testing.B) {
+		cpu := startCPU()
 		var nb naiveBudget
 		b.ReportAllocs()
 		for b.Loop() {
 			nb.requests.Add(1)
 			sinkBool.Store(nb.tryRetry())
 		}
+		cpu.report(b, "try-shared-atomic")
 		record(b, "try-shared-atomic")
 	})
 	b.Run("failsafe-go", func(b *testing.B) {
+		cpu := startCPU()
 		fb := newFailsafe(b)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -222,22 +272,45 @@ func BenchmarkBudgetTryRetry(b *testing.B) {
 			}
 			fb.ReleaseExecution()
 		}
+		cpu.report(b, "try-failsafe-go")
 		record(b, "try-failsafe-go")
 	})
 	// clock: one monotonic clock read, what TryRetry pays to know which
 	// slot of the window it is in (failsafe-go reads no clock: it bounds
 	// retries in flight, not over a window of time).
 	b.Run("clock", func(b *testing.B) {
+		cpu := startCPU()
 		start := time.Now()
 		var sum time.Duration
 		b.ReportAllocs()
 		for b.Loop() {
 			sum += time.Since(start)
 		}
+		cpu.report(b, "try-clock")
 		sinkShared.Add(int64(sum))
 		record(b, "try-clock")
 	})
+	// floor: what any exact check over a window of time pays per failing
+	// call, with no window at all: an atomic add counting the request, one
+	// monotonic clock read (which slot of the window the check is in) and
+	// an atomic add counting the refusal (Stats.Denied counts each one).
+	b.Run("floor", func(b *testing.B) {
+		cpu := startCPU()
+		start := time.Now()
+		var counts struct{ requests, denied atomic.Int64 } // one line, as a shard
+		var sum time.Duration
+		b.ReportAllocs()
+		for b.Loop() {
+			counts.requests.Add(1)
+			sum += time.Since(start)
+			counts.denied.Add(1)
+		}
+		cpu.report(b, "try-floor")
+		sinkShared.Add(int64(sum) + counts.requests.Load() + counts.denied.Load())
+		record(b, "try-floor")
+	})
 	b.Run("readretry", func(b *testing.B) {
+		cpu := startCPU()
 		bg := newBudget(b)
 		b.ReportAllocs()
 		granted := 0
@@ -247,12 +320,14 @@ func BenchmarkBudgetTryRetry(b *testing.B) {
 				granted++
 			}
 		}
+		cpu.report(b, "try-readretry", "try-failsafe-go", "try-clock", "try-floor")
 		b.ReportMetric(float64(granted)/float64(b.N), "granted/op")
-		reportRatios(b, "try-shared-atomic", "try-failsafe-go", "try-clock")
+		reportRatios(b, "try-shared-atomic", "try-failsafe-go", "try-clock", "try-floor")
 	})
 	// TryRetryAt: the caller's cached clock, as the engine's poll loop
 	// passes it in (one clock read per 1,024 calls here).
 	b.Run("readretry-at", func(b *testing.B) {
+		cpu := startCPU()
 		bg := newBudget(b)
 		b.ReportAllocs()
 		granted := 0
@@ -266,6 +341,7 @@ func BenchmarkBudgetTryRetry(b *testing.B) {
 				granted++
 			}
 		}
+		cpu.report(b, "try-readretry-at", "try-failsafe-go")
 		b.ReportMetric(float64(granted)/float64(b.N), "granted/op")
 		reportRatios(b, "try-shared-atomic", "try-failsafe-go")
 	})

@@ -42,20 +42,30 @@
 // window a little less long: it can only refuse a retry, never grant one
 // more.
 //
-// TryRetry reads the clock (TryRetryAt takes it from the caller), adds the
-// current slot, the shards and the sums of the window's older slots — kept
-// from one retry check to the next while the slot stays the same, since
-// those slots no longer change — and claims the retry with a
-// compare-and-swap on the current slot's count, so concurrent grants in one
-// slot never exceed what the window allows. A change to an older slot (a
-// grant given back late, or a grant or requests that raced with the ring's
-// advance) makes the kept sums be read again, so every decision is the one
-// the whole ring would give. Grants racing across a slot boundary may each
-// see the window just before the other's grant: at most one retry per
-// racing goroutine, at that instant only. What is left of TryRetry's cost
-// is mostly the clock read: bench/budget_test.go measures it beside one
-// clock read alone and failsafe-go's budget (which reads no clock: it
-// bounds retries in flight, not over a window of time).
+// TryRetry reads the clock (TryRetryAt takes it from the caller), finds its
+// slot by comparing the time with the end of the ring's newest slot (a
+// division only when the ring must advance), adds the current slot, the
+// shards and the sums of the window's older slots — kept from one retry
+// check to the next while the slot stays the same, since those slots no
+// longer change — and claims the retry with a compare-and-swap on the
+// current slot's count, so concurrent grants in one slot never exceed what
+// the window allows. A change to an older slot (a grant given back late, or
+// a grant or requests that raced with the ring's advance) makes the kept
+// sums be read again, so every decision is the one the whole ring would
+// give. Grants racing across a slot boundary may each see the window just
+// before the other's grant: at most one retry per racing goroutine, at that
+// instant only.
+//
+// What is left of TryRetry's cost is mostly what no exact check over a
+// window of time can do without: one monotonic clock read (which slot it is
+// in), and on a refusal one atomic add (Stats.Denied counts every refusal),
+// on top of Request's own. bench/budget_test.go measures that floor beside
+// TryRetry and failsafe-go's budget, which reads no clock: it bounds
+// retries in flight, not over a window of time. On a machine whose clock
+// read costs most of failsafe-go's check (a virtual machine's kvm-clock),
+// the floor alone is above failsafe-go's figure. The default clock is
+// time.Since: runtime.nanotime through a linkname saves about 1 ns of its
+// 29 but ignores testing/synctest's fake clock, which time.Since follows.
 //
 // A budget at its defaults takes about 1 KiB (16 bytes a slot, 64 a shard);
 // an idle one costs nothing at all: there is no background goroutine and no
@@ -305,7 +315,7 @@ func (b *Budget) Request() {
 // sending it uses [Budget.Reserve] instead. It reads the clock once and
 // allocates nothing.
 func (b *Budget) TryRetry() bool {
-	_, ok := b.reserve(b.slotOf(b.elapsed()))
+	_, ok := b.reserveAt(readClock)
 	return ok
 }
 
@@ -314,7 +324,7 @@ func (b *Budget) TryRetry() bool {
 // must come from the budget's clock (Config.Clock, or time.Now by default);
 // a time behind the budget's latest reading counts as that reading.
 func (b *Budget) TryRetryAt(now time.Time) bool {
-	_, ok := b.reserve(b.slotOf(max(now.Sub(b.origin), 0)))
+	_, ok := b.reserveAt(max(now.Sub(b.origin), 0))
 	return ok
 }
 
@@ -322,12 +332,12 @@ func (b *Budget) TryRetryAt(now time.Time) bool {
 // (its context ends during the backoff): if ok, the retry is counted and r
 // can give it back with [Reservation.Cancel].
 func (b *Budget) Reserve() (r Reservation, ok bool) {
-	return b.reserve(b.slotOf(b.elapsed()))
+	return b.reserveAt(readClock)
 }
 
 // ReserveAt is Reserve at time now, with now as for [Budget.TryRetryAt].
 func (b *Budget) ReserveAt(now time.Time) (r Reservation, ok bool) {
-	return b.reserve(b.slotOf(max(now.Sub(b.origin), 0)))
+	return b.reserveAt(max(now.Sub(b.origin), 0))
 }
 
 // Reservation is a retry granted by [Budget.Reserve]: the budget and the
@@ -366,30 +376,52 @@ func (r Reservation) Cancel() {
 // (only under extreme contention) the retry is refused, which is safe.
 const maxClaims = 1000
 
-// reserve grants a retry at slot number k (or the budget's latest, if
-// later) if the window allows it.
-func (b *Budget) reserve(k int64) (Reservation, bool) {
+// readClock, passed to reserveAt as the time, makes it read the clock.
+const readClock = time.Duration(-1)
+
+// reserveAt grants a retry at time d since origin (or the budget's latest
+// reading, if later) if the window allows it. While d is in the ring's
+// newest slot or behind it, that slot is the one: no division to find it.
+func (b *Budget) reserveAt(d time.Duration) (Reservation, bool) {
+	if d == readClock {
+		// The clock is read here rather than by the caller: one call less.
+		if b.now == nil {
+			d = max(time.Since(b.origin), 0)
+		} else {
+			d = b.clockElapsed()
+		}
+	}
+	k := b.cur.Load()
+	if d >= time.Duration(k+1)*b.slot {
+		k = b.advance(b.slotOf(d))
+	}
 	for try := 0; try < maxClaims; try++ {
-		k = b.advance(k)
-		w := &b.ring[k&b.mask].retries
-		v := w.Load()
+		s := &b.ring[k&b.mask]
+		v := s.retries.Load()
 		if !sameSlot(v, k) {
 			// The ring moved past k under us: start again from its slot.
 			k = b.cur.Load()
 			continue
 		}
-		// The current slot's retries are taken from v, the word the claim
-		// swaps: a grant by another goroutine since makes the swap fail.
-		requests, older := b.older(k)
-		if v := b.ring[k&b.mask].requests.Load(); sameSlot(v, k) {
-			requests += v & countMask
+		// The sums of the older slots that older keeps, read here (a call
+		// costs as much as these loads); older reads the ring if they are
+		// not for k or a late change happened since they were kept.
+		seq := b.olderSeq.Load()
+		kk, requests, older, mut := b.olderK.Load(), b.olderReq.Load(), b.olderRet.Load(), b.olderMut.Load()
+		if seq&1 != 0 || kk != k || mut != b.late.Load() || b.olderSeq.Load() != seq {
+			requests, older = b.older(k)
+		}
+		if r := s.requests.Load(); sameSlot(r, k) {
+			requests += r & countMask
 		}
 		requests += b.pending()
-		if float64(older+v&countMask+1) > b.allowance(requests) {
+		// The current slot's retries are taken from v, the word the claim
+		// swaps: a grant by another goroutine since makes the swap fail.
+		if float64(int64(older+v&countMask+1)) > b.ratio*float64(int64(requests))+b.floor {
 			b.shards[stackHint()&b.pick].denied.Add(1)
 			return Reservation{}, false
 		}
-		if w.CompareAndSwap(v, v+1) {
+		if s.retries.CompareAndSwap(v, v+1) {
 			b.granted.Add(1)
 			if b.cur.Load() != k {
 				// The ring moved past k before the claim: sums of
@@ -398,6 +430,7 @@ func (b *Budget) reserve(k int64) (Reservation, bool) {
 			}
 			return Reservation{b: b, k: k}, true
 		}
+		k = max(k, b.cur.Load())
 	}
 	b.shards[stackHint()&b.pick].denied.Add(1)
 	return Reservation{}, false
@@ -463,19 +496,14 @@ func (b *Budget) addRequests(c int64, n uint64) {
 // slot number k, less slot k itself, as window does. Those slots change
 // only when the ring advances (or, rarely, by a change that raced with an
 // advance, counted in late), so their sums are kept from the first call in
-// slot k to the next: a retry check then reads five words instead of the
-// whole ring. The sums are used only if they are for k and no late change
+// slot k to the next: a retry check (reserveAt) reads the kept words
+// inline, instead of the whole ring, and calls older only when they cannot
+// be used. They are used only if they are for k and no late change
 // happened since they were read from the ring, which keeps every decision
-// what window would give; otherwise they are read again (and kept, unless
-// another goroutine is keeping its own at the same moment).
+// what window would give; otherwise older reads them again (and keeps
+// them, unless another goroutine is keeping its own at the same moment).
 func (b *Budget) older(k int64) (requests, retries uint64) {
 	seq := b.olderSeq.Load()
-	if seq&1 == 0 {
-		kk, req, ret, mut := b.olderK.Load(), b.olderReq.Load(), b.olderRet.Load(), b.olderMut.Load()
-		if kk == k && mut == b.late.Load() && b.olderSeq.Load() == seq {
-			return req, ret
-		}
-	}
 	mut := b.late.Load() // before the ring: a late change after it shows
 	for j := k - b.mask; j < k; j++ {
 		s := &b.ring[j&b.mask]
@@ -564,8 +592,12 @@ func (b *Budget) elapsed() time.Duration {
 		// time.Now, which reads the wall clock too.
 		return max(time.Since(b.origin), 0)
 	}
-	return max(b.now().Sub(b.origin), 0)
+	return b.clockElapsed()
 }
+
+// clockElapsed is elapsed with the injected clock (Config.Clock), kept out
+// of line so that the default clock's path stays short.
+func (b *Budget) clockElapsed() time.Duration { return max(b.now().Sub(b.origin), 0) }
 
 func (b *Budget) slotOf(d time.Duration) int64 { return int64(d / b.slot) }
 

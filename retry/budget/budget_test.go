@@ -720,3 +720,40 @@ func TestCancelOlderSlot(t *testing.T) {
 		t.Fatalf("after a cancel in an older slot granted %d, want 1", n)
 	}
 }
+
+// TestSlotBoundary: a retry check at the exact first nanosecond of a slot
+// counts in that slot, although the ring has not advanced to it yet (the
+// check finds its slot by comparing with the end of the ring's newest one).
+// Expected values from SPEC B4: 10% of the window's requests, no floor; the
+// window is the check's slot and the 15 before it, so requests of slot 0
+// count up to 16 s − 1 ns and no longer at 16 s.
+func TestSlotBoundary(t *testing.T) {
+	for _, at := range []bool{false, true} {
+		b, clk := newBudget(t, Config{MinRetriesPerSecond: NoFloor, Window: 16 * time.Second, Slots: 16})
+		try := func() bool {
+			if at {
+				return b.TryRetryAt(clk.Now())
+			}
+			return b.TryRetry()
+		}
+		for range 100 {
+			b.Request()
+		}
+		clk.Advance(time.Second - 1) // the last nanosecond of slot 0
+		if !try() {
+			t.Fatalf("at=%v: refused at the end of slot 0 with 100 requests in the window", at)
+		}
+		clk.Advance(1) // the first nanosecond of slot 1: slot 0 still in the window
+		if !try() {
+			t.Fatalf("at=%v: refused at the start of slot 1 with 100 requests in the window", at)
+		}
+		clk.Advance(15*time.Second - 1) // the last nanosecond of slot 15
+		if !try() {
+			t.Fatalf("at=%v: refused a third retry at the end of slot 15 with 100 requests in the window", at)
+		}
+		clk.Advance(1) // the first nanosecond of slot 16: slot 0 has left the window
+		if try() {
+			t.Fatalf("at=%v: granted at the start of slot 16 for requests of slot 0, out of the window", at)
+		}
+	}
+}
