@@ -35,6 +35,7 @@ type Result struct {
 	code     int32
 	attempts int
 	packets  int
+	failed   int         // records whose own result is not ResultOK
 	buf      []byte      // every record's key and value bytes, back to back
 	recs     []recordPos // one per record, in delivery order
 }
@@ -61,6 +62,15 @@ func (r *Result) Packets() int { return r.packets }
 // Len returns the number of records.
 func (r *Result) Len() int { return len(r.recs) }
 
+// Failed returns how many of the records carry a non-zero result of their
+// own (SPEC §7 R8b/R17/R20): for a batch or index read with read retry,
+// records with a listed error code that no attempt answered well, which
+// the engine delivers as they are (also counted in Stats.RecordsFailed),
+// and any other per-record code the proxy gave (not found, say). Do
+// returns nil for such a request, since its packets arrived: check Failed
+// when partial failure matters. It costs nothing: add counts as it copies.
+func (r *Result) Failed() int { return r.failed }
+
 // Record returns record i (0 ≤ i < Len) in delivery order: batch reads tag
 // each record with its key's index in the request, index reads with its
 // stream position. Key and Value are views into the Result's buffer, valid
@@ -74,7 +84,7 @@ func (r *Result) Record(i int) wire.Record {
 
 // Reset empties the Result, keeping its buffers for reuse.
 func (r *Result) Reset() {
-	r.code, r.attempts, r.packets = 0, 0, 0
+	r.code, r.attempts, r.packets, r.failed = 0, 0, 0, 0
 	r.buf, r.recs = r.buf[:0], r.recs[:0]
 }
 
@@ -85,6 +95,9 @@ func (r *Result) add(rsp *Response) {
 	for s.Next() {
 		key, val := s.Key(), s.Value()
 		p := recordPos{tag: s.Tag(), result: s.Result(), koff: uint32(len(r.buf)), klen: uint32(len(key))}
+		if p.result != ResultOK {
+			r.failed++
+		}
 		r.buf = append(r.buf, key...)
 		p.voff, p.vlen = uint32(len(r.buf)), uint32(len(val))
 		r.buf = append(r.buf, val...)
@@ -181,7 +194,13 @@ func (ws *waiters) put(w *waiter) {
 //
 // The error is nil for ResultOK. Any other final code is an *Error carrying
 // it, so errors.Is matches ErrReadRetryTimeout (-19219), ErrWaitTimeout
-// (-16659) and ErrNoProxy, and errors.As gives the proxy's own code. Send's
+// (-16659) and ErrNoProxy, and errors.As gives the proxy's own code.
+// A batch or index read can end with ResultOK and still carry failed
+// records: keys or positions that every attempt answered with a listed
+// error code (SPEC R8b). Do returns nil for it — its packets arrived — and
+// res.Failed() says how many of its records carry a non-zero result; the
+// give-up also counts in Stats.Exhausted and Stats.RecordsFailed and is
+// logged as MsgExhausted (SPEC §7 R8b/R17/R20). Send's
 // errors (ErrClosed, ErrUnknownZone, ErrBadRequest, ErrNoProxy,
 // ErrTooManyRequests, ErrPoller) come back unchanged, with nothing sent.
 //
