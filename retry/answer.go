@@ -289,8 +289,15 @@ func limitReached(orig []byte, next uint64) bool {
 	return next >= r.Position()+uint64(r.Limit())
 }
 
-// keepFor returns the per-record flag slice for a packet of n records.
+// keepFor returns the per-record flag slice for a packet of n records: the
+// poller's, grown to the largest packet up to maxRetainedBuf flags, or for
+// an outsized packet a slice of its own that is not kept (SPEC R15: no
+// buffer grows for one outsized request and stays grown). The slice lives
+// in the Response until the next poll.
 func (p *poller) keepFor(n int) []bool {
+	if n > maxRetainedBuf {
+		return make([]bool, n)
+	}
 	if cap(p.keep) < n {
 		p.keep = make([]bool, n)
 	}
