@@ -323,18 +323,21 @@ func (c *Client) helpPoll(w *waiter) bool {
 // route hands a response made for a Do call to its waiter (poller side) and
 // releases the request's context once the final result is copied. A waiter
 // whose caller has left gets nothing: the response is dropped and counted,
-// and the waiter is freed at the end.
+// and the waiter is freed at the end. The count is exact: a caller may
+// leave between the copy and the hand-over of the final result, and then
+// finishWaiter reports that the result it copied reached no one.
 func (p *poller) route() {
 	rsp := &p.rsp
 	w := p.c.waiters.get(rsp.waiter)
 	final := !rsp.haveMore
-	if w.state.Load() == waitPending {
+	copied := w.state.Load() == waitPending
+	if copied {
 		w.res.add(rsp)
 		if final {
 			w.res.code, w.res.attempts = rsp.result, rsp.attempts
 		}
-	} else if z := p.c.zoneOfSeq(rsp.seq); z != nil {
-		z.stats.abandonedResponses.Add(1)
+	} else {
+		p.countAbandoned(rsp.seq)
 	}
 	if !final {
 		return
@@ -343,24 +346,34 @@ func (p *poller) route() {
 		p.drop(p.releaseZone, p.release)
 		p.release, p.releaseZone = releaseNone, nil
 	}
-	p.finishWaiter(w, nil)
+	if !p.finishWaiter(w, nil) && copied {
+		p.countAbandoned(rsp.seq) // the caller left during the copy
+	}
 }
 
-// finishWaiter completes a waiter with its result (err nil) or err, or
-// frees it if its caller has left.
-func (p *poller) finishWaiter(w *waiter, err error) {
+// countAbandoned counts a response of an abandoned Do call, dropped.
+func (p *poller) countAbandoned(seq uint64) {
+	if z := p.c.zoneOfSeq(seq); z != nil {
+		z.stats.abandonedResponses.Add(1)
+	}
+}
+
+// finishWaiter completes a waiter with its result (err nil) or err and
+// reports true, or frees it if its caller has left and reports false.
+func (p *poller) finishWaiter(w *waiter, err error) bool {
 	w.err = err
 	if w == p.self {
 		// Its own caller is polling: it sees the state, no wake-up needed.
 		w.state.Store(waitDone)
 		p.selfDone = true
-		return
+		return true
 	}
 	if w.state.CompareAndSwap(waitPending, waitDone) {
 		w.ch <- struct{}{}
-		return
+		return true
 	}
 	p.c.releaseWaiter(w)
+	return false
 }
 
 // codeError returns nil for ResultOK and an *Error carrying code otherwise:

@@ -307,16 +307,17 @@ func TestR20DoClose(t *testing.T) {
 // TestR20ManyWaiters: 100,000 goroutines blocked in Do on one zone at once
 // (2,000 under the race detector, which allows 8,128 goroutines), every one
 // answered exactly once; the memory each waiter costs is logged (and
-// reported by BenchmarkDoBlocked).
+// reported by BenchmarkDoBlocked). The client's clock stands still, so no
+// read times out while a busy machine starts the goroutines (it took 6 s
+// on two shared cores, against a 3 s budget): nothing here depends on the
+// machine's speed.
 func TestR20ManyWaiters(t *testing.T) {
 	n := 100_000
 	if raceEnabled {
 		n = 2_000
 	}
-	c, tr, px := servingClient(t, 0, "a")
+	c, tr := benchSilentClient(t)
 	defer c.Close()
-	tr.SetHandler(px[0], nil)
-	tr.SetLog(true)
 	perWaiter := blockWaiters(t, c, n, func() int {
 		sent := tr.Sent()
 		for _, s := range sent {
@@ -330,7 +331,8 @@ func TestR20ManyWaiters(t *testing.T) {
 // blockWaiters starts n goroutines in Do, waits until all are in flight,
 // measures heap and stack bytes per waiter, calls answer until it has
 // answered n requests (a context is in the table just before its frame is
-// sent), and checks that each Do returns its own answer.
+// sent), and checks that each Do returns its own answer. It waits as long
+// as the machine needs (the test binary's -timeout bounds a hang).
 func blockWaiters(t testing.TB, c *retry.Client, n int, answer func() int) float64 {
 	before := inUse()
 	errs := make(chan error, n)
@@ -345,14 +347,11 @@ func blockWaiters(t testing.TB, c *retry.Client, n int, answer func() int) float
 			errs <- err
 		}()
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for {
 		if reqs, _ := c.InFlight(testZone); reqs == n {
 			break
 		}
-		if time.Now().After(deadline) {
-			reqs, _ := c.InFlight(testZone)
-			t.Fatalf("%d of %d Do calls in flight", reqs, n)
-		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	per := float64(inUse()-before) / float64(n)
 	for answered := 0; answered < n; {
