@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/readretry/readretry/retry"
 	"github.com/readretry/readretry/retry/retrytest"
