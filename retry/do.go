@@ -123,6 +123,7 @@ const (
 	waitPending uint32 = iota
 	waitDone
 	waitAbandoned
+	waitFree // in the registry, unused
 )
 
 // waiter is one Do call's rendezvous with the poller.
@@ -161,6 +162,13 @@ func (ws *waiters) take() *waiter {
 	return w
 }
 
+// all returns every waiter of the registry, free ones included (Close).
+func (ws *waiters) all() []*waiter {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return append([]*waiter(nil), ws.slots...)
+}
+
 // active returns the number of waiters registered.
 func (ws *waiters) active() int {
 	ws.mu.Lock()
@@ -180,6 +188,7 @@ func (ws *waiters) get(id uint32) *waiter {
 func (ws *waiters) put(w *waiter) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	w.state.Store(waitFree)
 	ws.free = append(ws.free, w.id)
 	if len(ws.free) == len(ws.slots) && len(ws.slots) > 1024 {
 		ws.slots, ws.free = nil, nil
@@ -190,7 +199,7 @@ func (ws *waiters) put(w *waiter) {
 // result (SPEC R20), filling res with the result code and the records of
 // every packet in order (res may be nil when only the error matters). The
 // engine applies read retry exactly as for Send; the response is never
-// returned by RecvResponse or a Driver's callback.
+// returned by RecvResponse or Config.OnResponse.
 //
 // The error is nil for ResultOK. Any other final code is an *Error carrying
 // it, so errors.Is matches ErrReadRetryTimeout (-19219), ErrWaitTimeout
@@ -200,9 +209,9 @@ func (ws *waiters) put(w *waiter) {
 // error code (SPEC R8b). Do returns nil for it — its packets arrived — and
 // res.Failed() says how many of its records carry a non-zero result; the
 // give-up also counts in Stats.Exhausted and Stats.RecordsFailed and is
-// logged as MsgExhausted (SPEC §7 R8b/R17/R20). Send's
-// errors (ErrClosed, ErrUnknownZone, ErrBadRequest, ErrNoProxy,
-// ErrTooManyRequests, ErrPoller) come back unchanged, with nothing sent.
+// logged as MsgExhausted (SPEC §7 R8b/R17/R20). Send's errors (ErrClosed,
+// ErrUnknownZone, ErrBadRequest, ErrNoProxy, ErrTooManyRequests) come back
+// unchanged, with nothing sent.
 //
 // ctx bounds the wait: a context already done sends nothing; one that ends
 // while the request is in flight makes Do return at once with an error
@@ -211,13 +220,11 @@ func (ws *waiters) put(w *waiter) {
 // its later answers and counts them (Stats.DoAbandoned,
 // Stats.AbandonedResponses). Close ends every Do under way with ErrClosed.
 //
-// Any number of goroutines may call Do at once. Someone must poll the
-// client: Do polls it itself when it can, and if the client has no poller
-// yet and has never used Send, Do starts one — a Driver with
-// Config.PollInterval — that serves every later Do. A client that uses
-// Send is polled by its caller (a RecvResponse loop, or StartDriver) and
-// that poller serves Do too: keep it running. See StartDriver for mixing Do
-// with Send.
+// Any number of goroutines may call Do at once. Who polls is fixed by
+// Config.Poller: on a PollSelf client (the default) Do needs nothing else —
+// its callers poll while they wait and the client's driver between them;
+// on a PollHand client the caller's RecvResponse loop serves Do calls and
+// must keep running while they wait.
 //
 // Ownership: res is written only by Do, and its records are views into its
 // own buffer, valid until it is reset or passed to another Do.
@@ -225,12 +232,15 @@ func (c *Client) Do(ctx context.Context, zone Zone, req *Request, res *Result) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("retry: Do before sending: %w", err)
 	}
-	selfPoll, err := c.ensurePoller()
+	selfPoll, err := c.selfPolled()
 	if err != nil {
 		return err
 	}
 	w := c.waiters.take()
 	if _, err := c.send(zone, req, w.id); err != nil {
+		if !w.state.CompareAndSwap(waitPending, waitDone) {
+			<-w.ch // Close ended the waiter meanwhile: take its wake-up
+		}
 		c.releaseWaiter(w)
 		return err
 	}
@@ -293,87 +303,6 @@ func (c *Client) releaseWaiter(w *waiter) {
 	w.res.trim()
 	w.err = nil
 	c.waiters.put(w)
-}
-
-// helpPoll polls the engine from the Do caller's goroutine while no one
-// else does, until the caller's waiter is done or nothing is ready, and
-// reports whether this poll finished the waiter (then nothing was sent on
-// its channel).
-func (c *Client) helpPoll(w *waiter) bool {
-	if !c.pollMu.TryLock() {
-		return false
-	}
-	defer c.pollMu.Unlock()
-	p := &c.poll
-	p.self, p.selfDone = w, false
-	for w.state.Load() == waitPending {
-		rsp, ok := p.next()
-		if !ok {
-			break
-		}
-		c.deliverAsync(rsp)
-	}
-	// A waiter another poller finished before this one took the lock has
-	// its wake-up in the channel: the caller must take it (selfDone false).
-	done := p.selfDone
-	p.self, p.selfDone = nil, false
-	return done
-}
-
-// route hands a response made for a Do call to its waiter (poller side) and
-// releases the request's context once the final result is copied. A waiter
-// whose caller has left gets nothing: the response is dropped and counted,
-// and the waiter is freed at the end. The count is exact: a caller may
-// leave between the copy and the hand-over of the final result, and then
-// finishWaiter reports that the result it copied reached no one.
-func (p *poller) route() {
-	rsp := &p.rsp
-	w := p.c.waiters.get(rsp.waiter)
-	final := !rsp.haveMore
-	copied := w.state.Load() == waitPending
-	if copied {
-		w.res.add(rsp)
-		if final {
-			w.res.code, w.res.attempts = rsp.result, rsp.attempts
-		}
-	} else {
-		p.countAbandoned(rsp.seq)
-	}
-	if !final {
-		return
-	}
-	if p.release == rsp.seq {
-		p.drop(p.releaseZone, p.release)
-		p.release, p.releaseZone = releaseNone, nil
-	}
-	if !p.finishWaiter(w, nil) && copied {
-		p.countAbandoned(rsp.seq) // the caller left during the copy
-	}
-}
-
-// countAbandoned counts a response of an abandoned Do call, dropped.
-func (p *poller) countAbandoned(seq uint64) {
-	if z := p.c.zoneOfSeq(seq); z != nil {
-		z.stats.abandonedResponses.Add(1)
-	}
-}
-
-// finishWaiter completes a waiter with its result (err nil) or err and
-// reports true, or frees it if its caller has left and reports false.
-func (p *poller) finishWaiter(w *waiter, err error) bool {
-	w.err = err
-	if w == p.self {
-		// Its own caller is polling: it sees the state, no wake-up needed.
-		w.state.Store(waitDone)
-		p.selfDone = true
-		return true
-	}
-	if w.state.CompareAndSwap(waitPending, waitDone) {
-		w.ch <- struct{}{}
-		return true
-	}
-	p.c.releaseWaiter(w)
-	return false
 }
 
 // codeError returns nil for ResultOK and an *Error carrying code otherwise:

@@ -98,12 +98,14 @@ func newFixture(t testing.TB, proxies []retry.Proxy, collect string) *fixture {
 }
 
 // newFixtureWith is newFixture with cfg's other fields (Transport, Clock,
-// Logger, WaitTimeout and Shards are the fixture's).
+// Logger, WaitTimeout and Shards are the fixture's, and the fixture polls by
+// hand: Poller is PollHand).
 func newFixtureWith(t testing.TB, proxies []retry.Proxy, collect string, cfg retry.Config) *fixture {
 	t.Helper()
 	f := &fixture{t: t, tr: retrytest.NewTransport(), clock: newFakeClock(), logs: &captureHandler{}, px: proxies}
 	f.tr.SetLog(true)
 	cfg.Transport, cfg.Clock, cfg.Logger, cfg.WaitTimeout, cfg.Shards = f.tr, f.clock.Now, slog.New(f.logs), 5*time.Second, 4
+	cfg.Poller = retry.PollHand
 	c, err := retry.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func (h *holdAvailable) Available(id retry.ProxyID) bool {
 // either fails with ErrClosed or is swept; nothing stays behind (SPEC §6).
 func TestCloseWaitsForSend(t *testing.T) {
 	h := &holdAvailable{Transport: retrytest.NewTransport(), entered: make(chan struct{}), release: make(chan struct{})}
-	c, err := retry.New(retry.Config{Transport: h, Logger: slog.New(slog.DiscardHandler)})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: h, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestCloseWaitsForSend(t *testing.T) {
 func TestR2CapRaisedAfterZone(t *testing.T) {
 	logs := &captureHandler{}
 	clock := newFakeClock()
-	c, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), MaxWaitingPerZone: 10, Logger: slog.New(logs), Clock: clock.Now})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), MaxWaitingPerZone: 10, Logger: slog.New(logs), Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -278,7 +278,7 @@ func TestR14LatenessBound(t *testing.T) {
 				name := fmt.Sprintf("T=%v/n=%d/poll=%v", budget, n, poll)
 				clock := newFakeClock()
 				tr := retrytest.NewTransport()
-				c, err := retry.New(retry.Config{Transport: tr, Clock: clock.Now, Logger: quiet})
+				c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: tr, Clock: clock.Now, Logger: quiet})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -449,7 +449,7 @@ func TestPlainRequestOverallCap(t *testing.T) {
 	clock := newFakeClock()
 	tr := retrytest.NewTransport()
 	tr.SetLog(true)
-	c, err := retry.New(retry.Config{Transport: tr, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler), WaitTimeout: 100 * ms})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: tr, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler), WaitTimeout: 100 * ms})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +503,7 @@ func stormRun(t *testing.T, cfg retry.Config, dark int) (attemptsPerRead, okShar
 			tr.SetHandler(p, retrytest.Serve(retrytest.Data{}, 0))
 		}
 	}
-	cfg.Transport, cfg.Clock, cfg.Logger = tr, clock.Now, quiet
+	cfg.Transport, cfg.Clock, cfg.Logger, cfg.Poller = tr, clock.Now, quiet, retry.PollHand
 	c, err := retry.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -585,7 +585,7 @@ func TestR19StormGuard(t *testing.T) {
 	if att != 3 || st.RetriesRefused != 0 {
 		t.Fatalf("storm guard off: %.3f attempts per read, %d refused; want 3, 0", att, st.RetriesRefused)
 	}
-	if _, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), RetryBudget: budget.Config{Ratio: -1}}); !errors.Is(err, retry.ErrInvalidConfig) {
+	if _, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), RetryBudget: budget.Config{Ratio: -1}}); !errors.Is(err, retry.ErrInvalidConfig) {
 		t.Fatalf("bad budget config: %v", err)
 	}
 }
@@ -596,7 +596,7 @@ func TestR19StormGuard(t *testing.T) {
 // simple read, not at the first segment's end.
 func TestR19RefusedReadWaitsForItsBudget(t *testing.T) {
 	f := newFixture(t, hostProxies("a", "b"), seedConf)
-	c, err := retry.New(retry.Config{Transport: f.tr, Clock: f.clock.Now, Logger: quiet,
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: f.tr, Clock: f.clock.Now, Logger: quiet,
 		RetryBudget: budget.Config{Ratio: 0.1, MinRetriesPerSecond: budget.NoFloor}})
 	if err != nil {
 		t.Fatal(err)
@@ -629,7 +629,7 @@ func TestR19RefusedReadWaitsForItsBudget(t *testing.T) {
 // The per-zone figure goes into the README's R15 formula.
 func TestR15IdleZonesAreCheap(t *testing.T) {
 	const zones = 1000
-	c, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Logger: quiet})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +662,7 @@ func heapInUse() uint64 {
 // was (no new zone), and duplicates in a route count once toward
 // MaxProxies (SPEC §6: bad input gets a clear error and changes nothing).
 func TestApplyRouteChangesNothingOnError(t *testing.T) {
-	c, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Logger: quiet})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -713,7 +713,7 @@ func TestNewRejectsTraps(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Shards: 8, Tick: retry.MaxTick, PollInterval: retry.MaxTick}); err != nil {
+	if _, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), Shards: 8, Tick: retry.MaxTick, PollInterval: retry.MaxTick}); err != nil {
 		t.Fatalf("valid limits refused: %v", err)
 	}
 }

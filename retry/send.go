@@ -29,13 +29,17 @@ import (
 // the codec does not carry (SQL and the like), a bad key count or an
 // oversize frame; ErrNoProxy when no proxy is available;
 // ErrTooManyRequests when the zone tracks its maximum of requests;
-// ErrPoller when the client is driven by the Driver Do started (see
-// StartDriver).
+// ErrPoller on a PollSelf client without Config.OnResponse, which would
+// have no reader for the responses (always, whatever came before).
 func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
-	if c.pollMode.Load() == pollDo {
-		return 0, ErrPoller
+	if c.pollerKind == PollSelf {
+		if c.onResponse == nil {
+			return 0, ErrPoller
+		}
+		if _, err := c.selfPolled(); err != nil {
+			return 0, err
+		}
 	}
-	c.asyncUsed.Store(true)
 	return c.send(zone, req, 0)
 }
 

@@ -36,7 +36,7 @@ func TestSimPlainDuplicatePacket(t *testing.T) {
 			serve := retrytest.Serve(retrytest.Data{StreamLen: 6}, 2) // three packets of two records
 			tr.SetLog(true)                                           // the proxy is silent: the test answers
 			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			c, err := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler), Clock: func() time.Time { return now }})
+			c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: tr, Logger: slog.New(slog.DiscardHandler), Clock: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestSimAnswerQueuedBeforeDeadline(t *testing.T) {
 	q := retry.Proxy{Host: "10.0.0.2", Port: 9000}
 	tr.SetHandler(p, retrytest.Serve(retrytest.Data{}, 0))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c, err := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler), Clock: func() time.Time { return now }})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: tr, Logger: slog.New(slog.DiscardHandler), Clock: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 func zonesClient(tb testing.TB, n int, base uint32) (*retry.Client, func() []retry.Zone) {
 	tb.Helper()
 	tr := retrytest.NewTransport()
-	c, err := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler), MaxWaitingPerZone: 16, Shards: 1})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: tr, Logger: slog.New(slog.DiscardHandler), MaxWaitingPerZone: 16, Shards: 1})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -61,7 +61,7 @@ type Collector struct {
 	plain, reasoned labelPlan // label layouts of the per-zone series
 	nReasoned       int       // per-zone series with a reason label
 
-	unknownZone, malformed, unreceived *prometheus.Desc
+	unknownZone, malformed *prometheus.Desc
 
 	bRequests, bGranted, bCancelled, bDenied *prometheus.Desc
 	bWinRequests, bWinRetries, bAllowance    *prometheus.Desc
@@ -123,7 +123,6 @@ func New(cfg Config) (*Collector, error) {
 		}
 		c.unknownZone = desc("unknown_zone_frames_total", "Response frames whose sequence number names no zone of the client.")
 		c.malformed = desc("malformed_frames_total", "Response frames that failed to parse, in every zone.")
-		c.unreceived = desc("unreceived_responses_total", "Responses of Send dropped because only Do's driver polled, with no callback for them.")
 	}
 	if cfg.Budget != nil {
 		c.bRequests = desc("budget_requests_total", "Requests (first attempts) the retry budget recorded.")
@@ -224,7 +223,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{c.unknownZone, c.malformed, c.unreceived,
+	for _, d := range []*prometheus.Desc{c.unknownZone, c.malformed,
 		c.bRequests, c.bGranted, c.bCancelled, c.bDenied, c.bWinRequests, c.bWinRetries, c.bAllowance} {
 		if d != nil {
 			ch <- d
@@ -248,7 +247,6 @@ func (c *Collector) collectRest(ch chan<- prometheus.Metric) {
 		cs := c.client.ClientStats()
 		ch <- prometheus.MustNewConstMetric(c.unknownZone, prometheus.CounterValue, float64(cs.UnknownZoneFrames))
 		ch <- prometheus.MustNewConstMetric(c.malformed, prometheus.CounterValue, float64(cs.MalformedFrames))
-		ch <- prometheus.MustNewConstMetric(c.unreceived, prometheus.CounterValue, float64(cs.UnreceivedResponses))
 	}
 	if c.budget != nil {
 		s := c.budget.Stats()

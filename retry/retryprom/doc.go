@@ -55,7 +55,6 @@
 //
 //	readretry_unknown_zone_frames_total       counter  UnknownZoneFrames (R17)
 //	readretry_malformed_frames_total          counter  MalformedFrames (R17, F1)
-//	readretry_unreceived_responses_total      counter  UnreceivedResponses (R20)
 //
 // Per budget, from budget.Stats (SPEC B4):
 //
