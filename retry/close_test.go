@@ -7,10 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/readretry/readretry/retry"
+	"github.com/readretry/readretry/retry/retrytest"
 	"github.com/readretry/readretry/wire"
 	"go.uber.org/goleak"
 )
@@ -75,5 +78,59 @@ func TestCloseEndsEveryDo(t *testing.T) {
 				t.Fatalf("Do after Close: %v", err)
 			}
 		})
+	}
+}
+
+// holdAvailable parks the first Send inside the engine (in proxy choice),
+// after its closed check, until released.
+type holdAvailable struct {
+	*retrytest.Transport
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (h *holdAvailable) Available(id retry.ProxyID) bool {
+	h.once.Do(func() { close(h.entered); <-h.release })
+	return h.Transport.Available(id)
+}
+
+// TestCloseWaitsForSend: Close waits for a Send under way, so the request
+// either fails with ErrClosed or is swept; nothing stays behind (SPEC §6).
+func TestCloseWaitsForSend(t *testing.T) {
+	h := &holdAvailable{Transport: retrytest.NewTransport(), entered: make(chan struct{}), release: make(chan struct{})}
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: h, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadRetryTimeout(time.Second, time.Second)
+	if err := c.ApplyRoute(testZone, hostProxies("a"), seedConf); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error)
+	go func() {
+		_, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")})
+		errc <- err
+	}()
+	<-h.entered
+	closed := make(chan struct{})
+	go func() { _ = c.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a Send was under way")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(h.release)
+	if err := <-errc; err != nil {
+		t.Fatalf("the Send under way: %v", err)
+	}
+	<-closed
+	if reqs, timers := c.InFlight(testZone); reqs != 0 {
+		t.Fatalf("requests=%d timers=%d after Close", reqs, timers)
+	}
+	if st, _ := c.Stats(testZone); st.Contexts != 0 {
+		t.Fatalf("contexts %d after Close", st.Contexts)
+	}
+	if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}); !errors.Is(err, retry.ErrClosed) {
+		t.Fatalf("Send after Close: %v", err)
 	}
 }

@@ -307,3 +307,7 @@ func (l *sentLog) count() int {
 	l.all = append(l.all, l.f.tr.Sent()...)
 	return len(l.all)
 }
+
+func confWith(maxCnt int, codes string) string {
+	return fmt.Sprintf("conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=%s&ReadRetryMaxCnt=%d", codes, maxCnt)
+}

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/readretry/readretry/retry"
@@ -175,4 +176,66 @@ func TestR15DoResultBuffersNotKept(t *testing.T) {
 	if got := retry.WaiterBufBytes(c); got > retry.MaxRetainedBuf {
 		t.Fatalf("10,000 records: a waiter keeps %d bytes, want at most %d", got, retry.MaxRetainedBuf)
 	}
+}
+
+// TestR15OutsizedRequestBufferNotKept: a read with a 1 MiB key whose first
+// attempt is lost is re-sent, then 10,000 ordinary reads follow; no buffer
+// above the largest pooled size class is kept afterwards (SPEC R15: memory
+// follows load). Before round 2 the re-send buffer kept 1,056,768 bytes for
+// the client's lifetime.
+func TestR15OutsizedRequestBufferNotKept(t *testing.T) {
+	px := hostProxies("a", "b")
+	f := newFixture(t, px, seedConf)
+	f.tr.SetLog(false)
+	start := f.clock.Now()
+	big := bytes.Repeat([]byte("k"), 1<<20)
+	f.send(retry.Request{Command: wire.CmdGet, Key: big})
+	f.tr.SetHandler(px[0], retrytest.Serve(retrytest.Data{}, 0))
+	f.tr.SetHandler(px[1], retrytest.Serve(retrytest.Data{}, 0))
+	if gs := f.step(600*ms, start); len(gs) != 1 || gs[0].result != retry.ResultOK {
+		t.Fatalf("the outsized read: %+v", gs)
+	}
+	for i := range 10_000 {
+		f.send(retry.Request{Command: wire.CmdGet, Key: fmt.Appendf(nil, "user:%d", i)})
+		f.poll()
+	}
+	if n := retry.RetainedBufBytes(f.c); n > retry.MaxRetainedBuf {
+		t.Fatalf("a %d-byte buffer is kept, want none above %d", n, retry.MaxRetainedBuf)
+	}
+	f.drained()
+}
+
+// TestR15IdleZonesAreCheap: 1,000 zones with a conf:// element and no
+// traffic cost at most 16 KiB each (SPEC R15 round 2: memory follows the
+// contexts in flight, not the cap; before round 2 each cost about 300 KB,
+// its timing wheel sized for two million timers when the zone was added).
+// The per-zone figure goes into the README's R15 formula.
+func TestR15IdleZonesAreCheap(t *testing.T) {
+	const zones = 1000
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	px := hostProxies("a", "b")
+	_ = c.ApplyRoute(retry.Zone{AppID: 1, ZoneID: 0}, px, seedConf) // proxies and the registries' first growth
+	before := heapInUse()
+	for i := 1; i <= zones; i++ {
+		if err := c.ApplyRoute(retry.Zone{AppID: 1, ZoneID: uint32(i)}, px, seedConf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := float64(heapInUse()-before) / zones
+	t.Logf("idle zone: %.0f bytes", per)
+	if per > 16<<10 {
+		t.Fatalf("an idle zone costs %.0f bytes, want at most 16 KiB", per)
+	}
+}
+
+// heapInUse returns the live heap bytes after a GC.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
