@@ -169,13 +169,6 @@ func (ws *waiters) all() []*waiter {
 	return append([]*waiter(nil), ws.slots...)
 }
 
-// active returns the number of waiters registered.
-func (ws *waiters) active() int {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	return len(ws.slots) - len(ws.free)
-}
-
 func (ws *waiters) get(id uint32) *waiter {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
