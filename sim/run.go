@@ -415,7 +415,7 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Wo
 	if on {
 		maxContexts = sc.MaxContexts
 	}
-	c, tr, err := newEngine(opt, fleet, on, maxContexts)
+	c, tr, err := newEngine(opt, fleet, on, maxContexts, retry.PollHand)
 	if err != nil {
 		return nil, err
 	}
@@ -435,15 +435,17 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Wo
 // timeout, reconnect backoff from 5 ms to 100 ms), the fleet's route
 // applied with ConfList(opt.MaxRetries), and — with retryOn — opt's
 // budgets and, when maxContexts > 0, that context cap (SPEC R1, R2, R5).
-// Zero fields of opt take Run's defaults. Drive it as Run does: Send from
-// any goroutine, RecvResponse and PollWait from one. The caller closes
-// both (the client first).
-func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (*retry.Client, *tcp.Transport, error) {
+// Zero fields of opt take Run's defaults. poller is the client's
+// Config.Poller: with retry.PollHand drive it as Run does — Send from any
+// goroutine, RecvResponse and PollWait from one; with retry.PollSelf call
+// Do, and the client drives itself. The caller closes both (the client
+// first).
+func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int, poller retry.Poller) (*retry.Client, *tcp.Transport, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, nil, err
 	}
 	opt.Backend = BackendProxies
-	c, tr, err := newEngine(&opt, fleet, retryOn, maxContexts)
+	c, tr, err := newEngine(&opt, fleet, retryOn, maxContexts, poller)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -453,11 +455,11 @@ func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (
 // NewEngineFor is NewEngine over opt.Backend's transport: transport/tcp
 // for the simulator's proxies, transport/resp for Redis replicas
 // (BackendRedis, with a RedisFleet).
-func NewEngineFor(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (*retry.Client, EngineTransport, error) {
+func NewEngineFor(opt Options, fleet FleetControl, retryOn bool, maxContexts int, poller retry.Poller) (*retry.Client, EngineTransport, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, nil, err
 	}
-	return newEngine(&opt, fleet, retryOn, maxContexts)
+	return newEngine(&opt, fleet, retryOn, maxContexts, poller)
 }
 
 // EngineTransport is what a run needs of its transport: transport/tcp for
@@ -488,12 +490,12 @@ func newTransport(opt *Options, fleet FleetControl) (EngineTransport, error) {
 	})
 }
 
-func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*retry.Client, EngineTransport, error) {
+func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int, poller retry.Poller) (*retry.Client, EngineTransport, error) {
 	tr, err := newTransport(opt, fleet)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout})
+	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout, Poller: poller})
 	if err != nil {
 		_ = tr.Close()
 		return nil, nil, err
