@@ -45,8 +45,10 @@ func TestR20DoReads(t *testing.T) {
 		}
 	}
 
-	_ = c.SetReadRetryTimeout(30*time.Millisecond, 60*time.Millisecond)
-	tr.SetHandler(px[0], nil) // a is silent: the batch goes to b after x = 10 ms
+	// A budget wide enough that a loaded machine's scheduling delays never
+	// use it up: with MaxCnt 7 the first wait x is 2T/(n(n+1)) ≈ 107 ms.
+	_ = c.SetReadRetryTimeout(time.Second, 3*time.Second)
+	tr.SetHandler(px[0], nil) // a is silent: the batch goes to b after x
 	keys := batchKeys(20)
 	for range 4 { // at least one lands on a (round robin)
 		if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdBatchGet, Keys: keys}, &res); err != nil {
