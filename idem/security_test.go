@@ -197,8 +197,9 @@ func TestScopeIsolationAndCookies(t *testing.T) {
 // fingerprint.
 func TestQueryIsPayload(t *testing.T) {
 	for name, fp := range map[string]idem.Fingerprint{
-		"default": idem.FingerprintRequestLine,
-		"body":    mustBodyFingerprint(t, 1<<10),
+		"default":      idem.FingerprintRequest,
+		"request line": idem.FingerprintRequestLine,
+		"body":         mustBodyFingerprint(t, 1<<10),
 	} {
 		t.Run(name, func(t *testing.T) {
 			store := newMemory(t, idem.MemoryConfig{Capacity: 64})
