@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/readretry/readretry/retry/call"
 )
@@ -68,9 +69,12 @@ type Fingerprint func(*http.Request) ([]byte, error)
 // third or so of ttl.Pending, so ttl.Pending bounds how long the claim of a
 // crashed process blocks repeats, not how long a handler may run; keep it
 // well above a store round trip and a GC pause (see the package comment).
+//
+// ttl.MaxHold (default DefaultTTL.MaxHold) bounds how long a running
+// handler keeps its key (see TTL). Zero fields keep the defaults.
 func WithTTL(ttl TTL) Option {
 	return func(m *middleware) error {
-		if ttl.Pending < 0 || ttl.Done < 0 {
+		if ttl.Pending < 0 || ttl.Done < 0 || ttl.MaxHold < 0 {
 			return fmt.Errorf("%w: negative TTL %+v", ErrInvalidConfig, ttl)
 		}
 		if ttl.Pending > 0 {
@@ -78,6 +82,9 @@ func WithTTL(ttl TTL) Option {
 		}
 		if ttl.Done > 0 {
 			m.ttl.Done = ttl.Done
+		}
+		if ttl.MaxHold > 0 {
+			m.ttl.MaxHold = ttl.MaxHold
 		}
 		return nil
 	}
@@ -128,8 +135,11 @@ func WithRelease(release func(status int) bool) Option {
 }
 
 // WithErrorHandler receives the store errors Middleware answers with 503,
-// and answers that were sent but could not be stored (wrapping
-// ErrNotStored). The default drops them.
+// answers that were sent but could not be stored (wrapping ErrNotStored),
+// and failed extensions of a running handler's claim (wrapping the store's
+// error, or ErrMaxHold), the latter from a keeper goroutine. It must not
+// block. The default drops them (ExtendFailures still counts the failed
+// extensions).
 func WithErrorHandler(h func(*http.Request, error)) Option {
 	return func(m *middleware) error {
 		if h == nil {
@@ -384,6 +394,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256(raw)
 	fp := sum[:]
+	taken := time.Now()
 	fence, state, record, err := claimOrState(r.Context(), m.store, skey, m.ttl.Pending)
 	switch {
 	case errors.Is(err, ErrQuota):
@@ -396,7 +407,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case state == Done:
 		m.replay(w, r, record, fp)
 	default:
-		m.first(w, r, skey, fence, fp)
+		m.first(w, r, skey, fence, taken, fp)
 	}
 }
 
@@ -408,10 +419,10 @@ func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, err err
 
 // first runs the handler for the caller that won the claim, extending the
 // claim while it runs, then stores its answer or releases the claim.
-func (m *middleware) first(w http.ResponseWriter, r *http.Request, key []byte, fence Fence, fp []byte) {
+func (m *middleware) first(w http.ResponseWriter, r *http.Request, key []byte, fence Fence, taken time.Time, fp []byte) {
 	cleanup := context.WithoutCancel(r.Context())
 	rec := &recorder{w: w, max: m.maxBody}
-	h := holdClaim(m.store, key, fence, m.ttl.Pending, func(err error) { m.onError(r, err) })
+	h := holdClaim(m.store, key, fence, taken, m.ttl.Pending, m.ttl.MaxHold, func(err error) { m.onError(r, err) })
 	done := false
 	defer func() {
 		if done {
