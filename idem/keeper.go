@@ -91,7 +91,7 @@ type hold struct {
 	key   []byte // a copy: the caller's slice is not retained
 	fence Fence
 	ttl   time.Duration
-	limit time.Time    // taken + MaxHold: no extension reaches past it
+	limit time.Time   // taken + MaxHold: no extension reaches past it
 	onErr func(error) // nil: errors are only counted
 
 	// Guarded by k.mu.
