@@ -2,52 +2,14 @@ package idem_test
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/readretry/readretry/idem"
-	"github.com/readretry/readretry/idem/internal/redistest"
-	"github.com/readretry/readretry/idem/internal/sqltest"
-	"github.com/readretry/readretry/idem/redisstore"
-	"github.com/readretry/readretry/idem/sqlstore"
-	"github.com/redis/go-redis/v9"
-	_ "modernc.org/sqlite"
+	"github.com/readretry/readretry/idem/internal/storetest"
 )
-
-// keyGen writes distinct UUID-shaped 36-byte keys into one buffer, without
-// allocating: the goroutine number and a counter as hex digits.
-type keyGen struct {
-	buf [36]byte
-	n   uint64
-}
-
-var goroutineIDs atomic.Uint64
-
-func newKeyGen() *keyGen {
-	g := &keyGen{}
-	copy(g.buf[:], "00000000-0000-4000-8000-000000000000")
-	putHex(g.buf[0:8], goroutineIDs.Add(1))
-	return g
-}
-
-func putHex(dst []byte, v uint64) {
-	for i := len(dst) - 1; i >= 0; i-- {
-		dst[i] = "0123456789abcdef"[v&15]
-		v >>= 4
-	}
-}
-
-// next returns the next key; valid until the following call.
-func (g *keyGen) next() []byte {
-	g.n++
-	putHex(g.buf[24:36], g.n)
-	return g.buf[:]
-}
 
 var sinkFence idem.Fence
 
@@ -66,11 +28,11 @@ func BenchmarkMemoryClaim(b *testing.B) {
 	b.Run("new", func(b *testing.B) {
 		clk := newFakeClock()
 		m := newMemory(b, idem.MemoryConfig{Capacity: 1 << 16, Tick: time.Millisecond, Clock: clk.Now})
-		g := newKeyGen()
+		g := storetest.NewKeyGen()
 		b.ReportAllocs()
 		for b.Loop() {
 			clk.Advance(time.Microsecond)
-			f, err := m.Claim(ctx, g.next(), time.Millisecond)
+			f, err := m.Claim(ctx, g.Next(), time.Millisecond)
 			if err != nil || f == 0 {
 				b.Fatal(f, err)
 			}
@@ -82,9 +44,9 @@ func BenchmarkMemoryClaim(b *testing.B) {
 		m := newMemory(b, idem.MemoryConfig{Capacity: 1 << 20, Tick: time.Millisecond})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			g := newKeyGen()
+			g := storetest.NewKeyGen()
 			for pb.Next() {
-				f, err := m.Claim(ctx, g.next(), 2*time.Millisecond)
+				f, err := m.Claim(ctx, g.Next(), 2*time.Millisecond)
 				if err != nil || f == 0 {
 					b.Error(f, err)
 					return
@@ -94,10 +56,10 @@ func BenchmarkMemoryClaim(b *testing.B) {
 	})
 	live := func(b *testing.B) (*idem.Memory, [][]byte) {
 		m := newMemory(b, idem.MemoryConfig{Capacity: 1 << 12})
-		g := newKeyGen()
+		g := storetest.NewKeyGen()
 		keys := make([][]byte, 1024)
 		for i := range keys {
-			keys[i] = append([]byte(nil), g.next()...)
+			keys[i] = append([]byte(nil), g.Next()...)
 			m.Claim(ctx, keys[i], time.Hour)
 		}
 		return m, keys
@@ -131,9 +93,9 @@ func BenchmarkMemoryClaim(b *testing.B) {
 		m := newMemory(b, idem.MemoryConfig{Capacity: 1 << 12})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			g := newKeyGen()
+			g := storetest.NewKeyGen()
 			for pb.Next() {
-				k := g.next()
+				k := g.Next()
 				f, err := m.Claim(ctx, k, time.Minute)
 				if err != nil || f == 0 {
 					b.Error(f, err)
@@ -158,11 +120,11 @@ func BenchmarkDo(b *testing.B) {
 	result := []byte("order 42")
 	fn := func(context.Context) ([]byte, error) { return result, nil }
 	ttl := idem.TTL{Pending: time.Minute, Done: time.Millisecond}
-	run := func(b *testing.B, parallel bool, do func(g *keyGen) error) float64 {
+	run := func(b *testing.B, parallel bool, do func(g *storetest.KeyGen) error) float64 {
 		start := time.Now()
 		if parallel {
 			b.RunParallel(func(pb *testing.PB) {
-				g := newKeyGen()
+				g := storetest.NewKeyGen()
 				for pb.Next() {
 					if err := do(g); err != nil {
 						b.Error(err)
@@ -171,7 +133,7 @@ func BenchmarkDo(b *testing.B) {
 				}
 			})
 		} else {
-			g := newKeyGen()
+			g := storetest.NewKeyGen()
 			for b.Loop() {
 				if err := do(g); err != nil {
 					b.Fatal(err)
@@ -189,8 +151,8 @@ func BenchmarkDo(b *testing.B) {
 		m := newMemory(b, idem.MemoryConfig{Capacity: 1 << 20, Tick: time.Millisecond})
 		b.Run(name+"/bare-claim+complete", func(b *testing.B) {
 			b.ReportAllocs()
-			bare = run(b, parallel, func(g *keyGen) error {
-				k := g.next()
+			bare = run(b, parallel, func(g *storetest.KeyGen) error {
+				k := g.Next()
 				f, err := m.Claim(ctx, k, ttl.Pending)
 				if err != nil {
 					return err
@@ -200,8 +162,8 @@ func BenchmarkDo(b *testing.B) {
 		})
 		b.Run(name+"/Do", func(b *testing.B) {
 			b.ReportAllocs()
-			ns := run(b, parallel, func(g *keyGen) error {
-				_, _, err := idem.Do(ctx, m, g.next(), ttl, fn)
+			ns := run(b, parallel, func(g *storetest.KeyGen) error {
+				_, _, err := idem.Do(ctx, m, g.Next(), ttl, fn)
 				return err
 			})
 			if bare > 0 {
@@ -219,9 +181,9 @@ func BenchmarkBaselineSyncMap(b *testing.B) {
 		var m sync.Map
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			g := newKeyGen()
+			g := storetest.NewKeyGen()
 			for pb.Next() {
-				k := string(g.next())
+				k := string(g.Next())
 				if _, loaded := m.LoadOrStore(k, struct{}{}); loaded {
 					b.Error("fresh key loaded")
 					return
@@ -232,10 +194,10 @@ func BenchmarkBaselineSyncMap(b *testing.B) {
 	})
 	b.Run("repeat-parallel", func(b *testing.B) {
 		var m sync.Map
-		g := newKeyGen()
+		g := storetest.NewKeyGen()
 		keys := make([][]byte, 1024)
 		for i := range keys {
-			keys[i] = append([]byte(nil), g.next()...)
+			keys[i] = append([]byte(nil), g.Next()...)
 			m.Store(string(keys[i]), struct{}{})
 		}
 		b.ReportAllocs()
@@ -265,9 +227,9 @@ func BenchmarkMemoryFootprint(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		m := newMemory(b, idem.MemoryConfig{Capacity: n})
-		g := newKeyGen()
+		g := storetest.NewKeyGen()
 		for range n * 15 / 16 {
-			if _, err := m.Claim(ctx, g.next(), time.Hour); err != nil {
+			if _, err := m.Claim(ctx, g.Next(), time.Hour); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -277,109 +239,4 @@ func BenchmarkMemoryFootprint(b *testing.B) {
 		runtime.KeepAlive(m)
 	}
 	b.ReportMetric(perEntry, "B/entry")
-}
-
-// BenchmarkRedisClaim is the Redis store's claim — one SET NX PX round
-// trip on loopback to a real redis-server started for the run — reported
-// beside the memory store's. It skips without redis-server outside CI.
-func BenchmarkRedisClaim(b *testing.B) {
-	ctx := context.Background()
-	addr := redistest.Addr(b)
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4 * runtime.GOMAXPROCS(0)})
-	defer c.Close()
-	if err := c.FlushDB(ctx).Err(); err != nil {
-		b.Fatal(err)
-	}
-	s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: "bench:"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("new", func(b *testing.B) { benchClaims(b, s) })
-	b.Run("new-parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			g := newKeyGen()
-			for pb.Next() {
-				f, err := s.Claim(ctx, g.next(), 10*time.Second)
-				if err != nil || f == 0 {
-					b.Error(f, err)
-					return
-				}
-			}
-		})
-	})
-}
-
-// BenchmarkRedisClusterClaim is BenchmarkRedisClaim on the three-master
-// test cluster: still one round trip, to the key's master.
-func BenchmarkRedisClusterClaim(b *testing.B) {
-	ctx := context.Background()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.ClusterAddrs(b), PoolSize: 4 * runtime.GOMAXPROCS(0)})
-	defer c.Close()
-	s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: "bench:"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchClaims(b, s)
-}
-
-// BenchmarkServerSQLClaim is the SQL store's claim — one INSERT in
-// autocommit — on the real PostgreSQL and MariaDB servers the tests use
-// (fsync off: the figure is the round trip and the statement, not the
-// disk).
-func BenchmarkServerSQLClaim(b *testing.B) {
-	for _, srv := range []struct {
-		name string
-		get  func(testing.TB) *sqltest.Server
-	}{{"Postgres", sqltest.Postgres}, {"MariaDB", sqltest.MariaDB}} {
-		b.Run(srv.name, func(b *testing.B) {
-			db := srv.get(b).Open(b, 4)
-			d, err := sqlstore.DialectOf(db)
-			if err != nil {
-				b.Fatal(err)
-			}
-			benchClaims(b, newSQLStore(b, db, d))
-		})
-	}
-}
-
-// BenchmarkSQLiteClaim is the SQL store's claim — one INSERT into the
-// dedup table — on SQLite (modernc.org/sqlite, WAL, synchronous=NORMAL) in
-// a temporary file.
-func BenchmarkSQLiteClaim(b *testing.B) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "bench.db")+
-		"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	benchClaims(b, newSQLStore(b, db, sqlstore.SQLite))
-}
-
-// newSQLStore returns a SQL store on db with its dedup table created.
-func newSQLStore(b *testing.B, db *sql.DB, d sqlstore.Dialect) *sqlstore.Store {
-	b.Helper()
-	s, err := sqlstore.New(db, d, sqlstore.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.CreateTable(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return s
-}
-
-// benchClaims is the sequential claim benchmark of a networked or on-disk
-// store: one claim of a fresh key (ttl 10 s) per op. The interface call
-// costs nothing beside a round trip or an INSERT.
-func benchClaims(b *testing.B, s idem.Store) {
-	ctx := context.Background()
-	g := newKeyGen()
-	b.ReportAllocs()
-	for b.Loop() {
-		f, err := s.Claim(ctx, g.next(), 10*time.Second)
-		if err != nil || f == 0 {
-			b.Fatal(f, err)
-		}
-	}
 }

@@ -202,7 +202,7 @@ func (c *Checker) Check(a *Answer, now time.Duration) {
 			c.rep.WaitTimeouts++
 		case retry.ResultReadRetryTimeout:
 			c.rep.ReadRetryTimeouts++
-			c.violate("write ended with -19219", "async id %d %v: writes are never retried (SPEC R3)", id, op.Command)
+			c.violate("write ended with -19219", "async id %d %v: writes are never retried", id, op.Command)
 		default:
 			c.rep.OtherErrors++
 		}

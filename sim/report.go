@@ -226,7 +226,7 @@ func Targets(reports []Report) []Target {
 	if on := find("all-down", true); on != nil {
 		out = append(out, Target{
 			Name: "all-down attempts",
-			Want: "<= 1.5 per request with the storm guard (SPEC R19)",
+			Want: "<= 1.5 per request with the storm guard",
 			Got:  fmt.Sprintf("%.3f, %d re-sends refused", on.AttemptsPerReq, on.RetriesRefused),
 			Met:  on.AttemptsPerReq <= 1.5,
 		})
@@ -285,7 +285,7 @@ func capacityTargets(r *Report) []Target {
 	}
 	out = append(out, Target{
 		Name: r.Scenario + " heap per context",
-		Want: "within 10% of R15: frame + user buffer + " + strconv.Itoa(R15OverheadBytes),
+		Want: "within 10% of the memory formula: frame + user buffer + " + strconv.Itoa(R15OverheadBytes),
 		Got:  fmt.Sprintf("%.0f B vs %.0f B (%+.1f%%) at %d contexts%s", r.HeapBytesPerContext, r.R15BytesPerContext, dev, r.HeapContexts, where),
 		Met:  math.Abs(dev) <= 10,
 	})

@@ -78,9 +78,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	of.Register(fs, sim.FlagUsage{
 		Duration: "how long each scenario sends requests",
 		Rate:     "requests per second per mode, open loop",
-		Simple:   "read retry budget of simple reads (SPEC R1)",
-		Complex:  "read retry budget of complex reads (SPEC R1)",
-		Retries:  "ReadRetryMaxCnt of the zone (SPEC R5), 1..8",
+		Simple:   "read retry budget of simple reads",
+		Complex:  "read retry budget of complex reads",
+		Retries:  "ReadRetryMaxCnt of the zone, 1..8",
 		Wait:     "wait timeout of requests without read retry",
 	})
 	count := fs.Int("count", 0, "send exactly `N` requests per mode instead of running for -duration")

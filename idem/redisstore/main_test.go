@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/readretry/readretry/idem"
-	"github.com/readretry/readretry/idem/internal/daemon"
-	"github.com/readretry/readretry/idem/internal/redistest"
 	"github.com/readretry/readretry/idem/redisstore"
+	"github.com/readretry/readretry/internal/daemon"
+	"github.com/readretry/readretry/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

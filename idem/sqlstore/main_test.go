@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readretry/readretry/idem/internal/daemon"
-	"github.com/readretry/readretry/idem/internal/sqltest"
 	"github.com/readretry/readretry/idem/sqlstore"
+	"github.com/readretry/readretry/idem/sqlstore/internal/sqltest"
+	"github.com/readretry/readretry/internal/daemon"
 	_ "modernc.org/sqlite"
 )
 

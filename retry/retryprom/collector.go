@@ -121,18 +121,18 @@ func New(cfg Config) (*Collector, error) {
 				c.nReasoned++
 			}
 		}
-		c.unknownZone = desc("unknown_zone_frames_total", "Response frames whose sequence number names no zone of the client (SPEC R17, F3).")
-		c.malformed = desc("malformed_frames_total", "Response frames that failed to parse, in every zone (SPEC R17, F1).")
-		c.unreceived = desc("unreceived_responses_total", "Responses of Send dropped because only Do's driver polled, with no callback for them (SPEC R20).")
+		c.unknownZone = desc("unknown_zone_frames_total", "Response frames whose sequence number names no zone of the client.")
+		c.malformed = desc("malformed_frames_total", "Response frames that failed to parse, in every zone.")
+		c.unreceived = desc("unreceived_responses_total", "Responses of Send dropped because only Do's driver polled, with no callback for them.")
 	}
 	if cfg.Budget != nil {
-		c.bRequests = desc("budget_requests_total", "Requests (first attempts) the retry budget recorded (SPEC B4).")
-		c.bGranted = desc("budget_retries_granted_total", "Retries the retry budget granted, cancelled ones included (SPEC B4).")
-		c.bCancelled = desc("budget_retries_cancelled_total", "Granted retries given back unsent (SPEC B4).")
-		c.bDenied = desc("budget_retries_denied_total", "Retries the retry budget refused (SPEC B4).")
-		c.bWinRequests = desc("budget_window_requests", "Requests in the retry budget's current window (SPEC B4).")
-		c.bWinRetries = desc("budget_window_retries", "Retries granted, and not cancelled, in the retry budget's current window (SPEC B4).")
-		c.bAllowance = desc("budget_window_allowance", "Most retries the current window allows: ratio times the window's requests plus the floor (SPEC B4).")
+		c.bRequests = desc("budget_requests_total", "Requests (first attempts) the retry budget recorded.")
+		c.bGranted = desc("budget_retries_granted_total", "Retries the retry budget granted, cancelled ones included.")
+		c.bCancelled = desc("budget_retries_cancelled_total", "Granted retries given back unsent.")
+		c.bDenied = desc("budget_retries_denied_total", "Retries the retry budget refused.")
+		c.bWinRequests = desc("budget_window_requests", "Requests in the retry budget's current window.")
+		c.bWinRetries = desc("budget_window_retries", "Retries granted, and not cancelled, in the retry budget's current window.")
+		c.bAllowance = desc("budget_window_allowance", "Most retries the current window allows: ratio times the window's requests plus the floor.")
 	}
 	if bad != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, bad)
@@ -163,49 +163,49 @@ func zoneMetrics(desc func(name, help string, labels ...string) *prometheus.Desc
 	gauge := func(name, help string, value func(*retry.Stats) float64) {
 		add(desc(name, help, labelApp, labelZone), prometheus.GaugeValue, "", value)
 	}
-	counter("reads_sent_total", "Reads (the eight read commands) accepted by Send (SPEC R17).",
+	counter("reads_sent_total", "Reads (the eight read commands) accepted by Send.",
 		func(s *retry.Stats) float64 { return float64(s.ReadsSent) })
-	counter("writes_sent_total", "Writes accepted by Send; never retried (SPEC R3, R17).",
+	counter("writes_sent_total", "Writes accepted by Send; never retried.",
 		func(s *retry.Stats) float64 { return float64(s.WritesSent) })
-	counter("reads_without_context_total", "Reads sent without a read retry context: retry off for them, or the zone's context cap reached (SPEC R2, R3).",
+	counter("reads_without_context_total", "Reads sent without a read retry context: retry off for them, or the zone's context cap reached.",
 		func(s *retry.Stats) float64 { return float64(s.ReadsWithoutContext) })
-	gauge("contexts", "Read retry contexts the zone holds now (SPEC R2).",
+	gauge("contexts", "Read retry contexts the zone holds now.",
 		func(s *retry.Stats) float64 { return float64(s.Contexts) })
-	gauge("contexts_peak", "Most read retry contexts the zone has held at once (SPEC R2).",
+	gauge("contexts_peak", "Most read retry contexts the zone has held at once.",
 		func(s *retry.Stats) float64 { return float64(s.PeakContexts) })
-	counter("context_cap_hits_total", "Reads sent without a context because the zone held its cap of contexts (SPEC R2).",
+	counter("context_cap_hits_total", "Reads sent without a context because the zone held its cap of contexts.",
 		func(s *retry.Stats) float64 { return float64(s.CapHits) })
-	retries := desc("retries_total", "Re-sends of reads, by reason: timeout, a segment ended without an answer (SPEC R6, R10); error_code, an answer with a listed error code (SPEC R8). Includes retries no proxy could take.",
+	retries := desc("retries_total", "Re-sends of reads, by reason: timeout, a segment ended without an answer; error_code, an answer with a listed error code. Includes retries no proxy could take.",
 		labelApp, labelZone, labelReason)
 	add(retries, prometheus.CounterValue, ReasonTimeout, func(s *retry.Stats) float64 { return float64(s.RetriesTimeout) })
 	add(retries, prometheus.CounterValue, ReasonErrorCode, func(s *retry.Stats) float64 { return float64(s.RetriesErrorCode) })
-	counter("retries_no_proxy_total", "Retries, counted in readretry_retries_total, that found no available proxy to take them (SPEC R13).",
+	counter("retries_no_proxy_total", "Retries, counted in readretry_retries_total, that found no available proxy to take them.",
 		func(s *retry.Stats) float64 { return float64(s.RetriesNoProxy) })
-	counter("retries_refused_total", "Re-sends the zone's storm guard refused: not sent, not in readretry_retries_total (SPEC R19).",
+	counter("retries_refused_total", "Re-sends the zone's storm guard refused: not sent, not in readretry_retries_total.",
 		func(s *retry.Stats) float64 { return float64(s.RetriesRefused) })
-	counter("exhausted_total", "Reads that ended with -19219 (read retry timeout) or a held listed error code (SPEC R8, R9).",
+	counter("exhausted_total", "Reads that ended with -19219 (read retry timeout) or a held listed error code.",
 		func(s *retry.Stats) float64 { return float64(s.Exhausted) })
-	counter("duplicates_dropped_total", "Packets and records dropped because their request already had them or had ended (SPEC R7, R12, F4).",
+	counter("duplicates_dropped_total", "Packets and records dropped because their request already had them or had ended.",
 		func(s *retry.Stats) float64 { return float64(s.DuplicatesDropped) })
-	counter("unknown_seq_packets_total", "Packets whose sequence number the zone never sent (SPEC F3).",
+	counter("unknown_seq_packets_total", "Packets whose sequence number the zone never sent.",
 		func(s *retry.Stats) float64 { return float64(s.UnknownSeq) })
-	counter("stray_packets_total", "Packets from a proxy the request was never sent to, or with another async ID (SPEC F5).",
+	counter("stray_packets_total", "Packets from a proxy the request was never sent to, or with another async ID.",
 		func(s *retry.Stats) float64 { return float64(s.StrayPackets) })
-	counter("malformed_packets_total", "Frames naming this zone that failed to parse (SPEC F1).",
+	counter("malformed_packets_total", "Frames naming this zone that failed to parse.",
 		func(s *retry.Stats) float64 { return float64(s.MalformedPackets) })
-	counter("records_resent_total", "Keys re-sent by partial batch re-sends, and whole simple reads and index resumes re-sent (SPEC R11).",
+	counter("records_resent_total", "Keys re-sent by partial batch re-sends, and whole simple reads and index resumes re-sent.",
 		func(s *retry.Stats) float64 { return float64(s.RecordsResent) })
-	counter("wait_timeouts_total", "Requests without a read retry context that ended with -16659 (wait timeout) (SPEC R3).",
+	counter("wait_timeouts_total", "Requests without a read retry context that ended with -16659 (wait timeout).",
 		func(s *retry.Stats) float64 { return float64(s.WaitTimeouts) })
-	counter("responses_delivered_total", "Responses handed to the caller, every packet of a multi-packet answer counted (SPEC R12).",
+	counter("responses_delivered_total", "Responses handed to the caller, every packet of a multi-packet answer counted.",
 		func(s *retry.Stats) float64 { return float64(s.Delivered) })
-	counter("final_results_total", "Final results: exactly one per request sent (SPEC R12).",
+	counter("final_results_total", "Final results: exactly one per request sent.",
 		func(s *retry.Stats) float64 { return float64(s.FinalResults) })
-	counter("do_abandoned_total", "Do calls that returned because their context ended before the final result (SPEC R20).",
+	counter("do_abandoned_total", "Do calls that returned because their context ended before the final result.",
 		func(s *retry.Stats) float64 { return float64(s.DoAbandoned) })
-	counter("abandoned_responses_total", "Responses of abandoned Do calls that arrived afterwards and were dropped (SPEC R20).",
+	counter("abandoned_responses_total", "Responses of abandoned Do calls that arrived afterwards and were dropped.",
 		func(s *retry.Stats) float64 { return float64(s.AbandonedResponses) })
-	counter("send_failures_total", "Transport Send errors; each moved the request to the next proxy (SPEC R13).",
+	counter("send_failures_total", "Transport Send errors; each moved the request to the next proxy.",
 		func(s *retry.Stats) float64 { return float64(s.SendFailures) })
 	if len(ms) != nZoneSeries || gauges != nZoneGauges {
 		panic("retryprom: nZoneSeries or nZoneGauges is out of date") // caught by every test

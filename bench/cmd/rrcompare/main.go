@@ -108,8 +108,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	of.Register(fs, sim.FlagUsage{
 		Duration: "how long each client sends in each scenario",
 		Rate:     "requests per second, open loop",
-		Simple:   "budget of simple reads (SPEC R1)",
-		Complex:  "budget of complex reads (SPEC R1)",
+		Simple:   "budget of simple reads",
+		Complex:  "budget of complex reads",
 		Retries:  "re-sends per read: ReadRetryMaxCnt, n hedges, maxAttempts-1",
 		Wait:     "timeout of writes (never retried)",
 	})

@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readretry/readretry/idem/internal/daemon"
+	"github.com/readretry/readretry/internal/daemon"
 )
 
 // ErrNotInstalled is returned by Start when redis-server is not on PATH.

@@ -36,7 +36,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // driver "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
-	"github.com/readretry/readretry/idem/internal/daemon"
+	"github.com/readretry/readretry/internal/daemon"
 )
 
 // ErrNotInstalled is wrapped by Start* when the server's binaries are

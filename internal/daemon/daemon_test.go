@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readretry/readretry/idem/internal/daemon"
+	"github.com/readretry/readretry/internal/daemon"
 )
 
 // leakEnv makes the test binary leak a goroutine before Main (see
