@@ -17,12 +17,14 @@
 //
 //   - [Memory], here: the embedded default. Sharded, pointer-free slots,
 //     expiry through a timerwheel with no goroutine per key, bounded in
-//     entries and in result bytes, completed entries evicted oldest first
-//     before a claim is refused (ErrFull), an optional per-scope quota; a
-//     claim does not allocate. Deduplicates within one process.
+//     entries and in result bytes, per-scope quotas in entries and bytes
+//     on by default, completed entries evicted oldest first — the
+//     claimant's own scope's first — before a claim is refused (ErrFull);
+//     a claim does not allocate. Deduplicates within one process.
 //   - redisstore: on go-redis v9's UniversalClient (a single server,
-//     Sentinel or Cluster alike): SET NX PX for claims, Lua
-//     compare-and-set for completion and release, DEL for tokens.
+//     Sentinel or Cluster alike): Lua scripts that claim (SET NX PX),
+//     complete and release (compare-and-set on the fence) and keep a
+//     per-scope quota ledger in the same script; DEL for tokens.
 //     Deduplicates across every process sharing the Redis.
 //   - sqlstore: over database/sql, a dedup table with a unique index on the
 //     request ID (an insert that hits the index is a repeat), plus the

@@ -49,10 +49,12 @@ var (
 	// matched no row: the row's version moved on since it was read, or the
 	// row does not exist (SPEC I4, seed 003's CAS).
 	ErrConflict = errors.New("idem: version conflict")
-	// ErrQuota is returned by Memory's Claim when the key's scope (see
-	// ScopedKey) already holds MemoryConfig.ScopeQuota live entries, so that
+	// ErrQuota is returned by Claim and Issue of the stores of this module
+	// (Memory, redisstore, sqlstore) when the key's scope (see ScopedKey)
+	// already holds its quota of live entries, or of result bytes, so that
 	// one tenant cannot push every other tenant's stored answers out of a
-	// shared store (SPEC I5). Middleware maps it to 429 Too Many Requests.
+	// shared store or fill it (SPEC I5 round 3). Middleware maps it to
+	// 429 Too Many Requests.
 	ErrQuota = errors.New("idem: scope quota reached")
 )
 
