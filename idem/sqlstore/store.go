@@ -64,7 +64,14 @@ type Config struct {
 	MaxResult int
 	// Clock returns the current time; nil means time.Now.
 	Clock func() time.Time
+	// CleanupTimeout bounds how long a Claim whose reply was lost spends
+	// deleting the claim (see Store.Claim); 0 means
+	// DefaultCleanupTimeout.
+	CleanupTimeout time.Duration
 }
+
+// DefaultCleanupTimeout is Config.CleanupTimeout's default.
+const DefaultCleanupTimeout = 5 * time.Second
 
 // Row kinds and states. A claim row is pending or done; tokens have their
 // own kind, so a token and a request ID with the same bytes do not clash.
@@ -96,7 +103,9 @@ type Store struct {
 	maxResult int
 	clock     func() time.Time
 
-	qInsert, qDeleteExpired, qComplete, qRelease, qExtend, qHeld, qLookup, qConsume, qPurge string
+	cleanup   time.Duration
+
+	qInsert, qDeleteExpired, qComplete, qRelease, qAbandon, qExtend, qHeld, qLookup, qConsume, qPurge string
 
 	fences *fence.Source
 }
@@ -114,8 +123,11 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	if err := checkIdent("table", c.Table); err != nil {
 		return nil, err
 	}
-	if c.MaxResult < 0 {
-		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrInvalidConfig, c.MaxResult)
+	if c.MaxResult < 0 || c.CleanupTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative MaxResult %d or CleanupTimeout %v", ErrInvalidConfig, c.MaxResult, c.CleanupTimeout)
+	}
+	if c.CleanupTimeout == 0 {
+		c.CleanupTimeout = DefaultCleanupTimeout
 	}
 	if d.KeyType == "" || d.BlobType == "" {
 		return nil, fmt.Errorf("%w: dialect %q without KeyType or BlobType", ErrDialect, d.Name)
@@ -128,13 +140,14 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	}
 	t := c.Table
 	s := &Store{
-		db: db, d: d, table: t, maxResult: c.MaxResult, clock: c.Clock,
+		db: db, d: d, table: t, maxResult: c.MaxResult, clock: c.Clock, cleanup: c.CleanupTimeout,
 		fences: fence.New(),
 
 		qInsert:        d.Rebind("INSERT INTO " + t + " (id, kind, state, fence, expires_at) VALUES (?, ?, ?, ?, ?)"),
 		qDeleteExpired: d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at <= ?"),
 		qComplete:      d.Rebind("UPDATE " + t + " SET state = ?, result = ?, expires_at = ? WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
 		qRelease:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
+		qAbandon:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND fence = ?"),
 		qExtend: d.Rebind("UPDATE " + t + " SET expires_at = CASE WHEN expires_at < ? THEN ? ELSE expires_at END" +
 			" WHERE id = ? AND kind = ? AND state = ? AND fence = ? AND expires_at > ?"),
 		qHeld:    d.Rebind("SELECT state FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
@@ -185,6 +198,12 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 			return true, nil
 		}
 		if !s.d.isUnique(err) {
+			if fence != 0 {
+				err = s.abandon(ctx, key, kind, fence, err)
+			}
+			if cerr := ctx.Err(); cerr != nil {
+				return false, fmt.Errorf("sqlstore: %s: %w: %w", op, cerr, err)
+			}
 			return false, fmt.Errorf("sqlstore: %s: %w", op, err)
 		}
 		if attempt > 0 {
@@ -201,8 +220,28 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 	}
 }
 
+// abandon deletes the row a failed claim insert may have written — the
+// database may have committed it and only the reply was lost (the caller's
+// context ended, the connection broke) — by its fence, which no other
+// claim has, under a context detached from ctx and bounded by
+// Config.CleanupTimeout. It returns err, joined with the DELETE's error if
+// that failed too.
+func (s *Store) abandon(ctx context.Context, key []byte, kind int, fence idem.Fence, err error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cleanup)
+	defer cancel()
+	if _, derr := s.db.ExecContext(cctx, s.qAbandon, key, kind, int64(fence)); derr != nil {
+		return fmt.Errorf("%w; deleting the claim failed too: %w", err, derr)
+	}
+	return err
+}
+
 // Claim implements idem.Store.Claim: INSERT; a unique violation on a live
-// row means another claim holds the key.
+// row means another claim holds the key. If the INSERT fails otherwise,
+// it may still have committed with its reply lost (SPEC I5 round 3): the
+// row is deleted by its fence under a detached, bounded context, and the
+// error wraps the caller's context error when ctx has ended. (An INSERT
+// still running on the server when that DELETE arrives is not caught: its
+// claim then expires after its ttl.)
 func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.Fence, error) {
 	f := s.fences.Next()
 	ok, err := s.insert(ctx, "claim", key, kindClaim, statePending, f, ttl)
