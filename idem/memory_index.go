@@ -6,8 +6,11 @@ import "bytes"
 // addressing over []uint32 (slot index + 1; 0 is empty), linear probing,
 // at most half full, backward-shift deletion so no tombstones. It holds no
 // pointers, so the garbage collector does not scan it. It is kept over a
-// plain map[uint64]uint32 because it measured faster for the shard's mix
-// of operations; see BenchmarkIndex and the README's figures.
+// plain map[uint64]uint32 because it measured faster on the shard's mix
+// of operations (BenchmarkIndex, both in one run, 10 samples each, 2-core
+// machine): as fast at 1,024 live entries (136 vs 144 ns per
+// claim+repeat+release, p=0.44), 2.2 times as fast at 16,384 (105 vs
+// 233 ns, p<0.001).
 
 // find returns the slot holding key in the given namespace.
 func (sh *memShard) find(h uint64, token bool, key []byte) (uint32, bool) {

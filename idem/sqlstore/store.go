@@ -103,7 +103,7 @@ type Store struct {
 	maxResult int
 	clock     func() time.Time
 
-	cleanup   time.Duration
+	cleanup time.Duration
 
 	qInsert, qDeleteExpired, qComplete, qRelease, qAbandon, qExtend, qHeld, qLookup, qConsume, qPurge string
 
