@@ -86,7 +86,8 @@ type MemoryConfig struct {
 	// hold: a Complete that would pass it first evicts the scope's own
 	// oldest done entries in its shard, and fails with ErrTooLarge if
 	// that is not enough (Middleware then stores the answer without its
-	// body). 0 means MaxBytes/16; it may not be below MaxResult.
+	// body). 0 means MaxBytes/16, raised to MaxResult if that is more; a
+	// value set below MaxResult is refused (ErrInvalidConfig).
 	ScopeMaxBytes int
 	// Tick is the resolution of the expiry timing wheel; 0 means
 	// DefaultMemoryTick.
