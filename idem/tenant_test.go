@@ -193,3 +193,19 @@ func TestScopeByteQuota(t *testing.T) {
 		t.Fatalf("stats %+v, want 2 evictions, 350 bytes", st)
 	}
 }
+
+// TestScopeConfig: a byte quota below MaxResult could never store a
+// result of MaxResult bytes: refused, as is a negative one.
+func TestScopeConfig(t *testing.T) {
+	for _, c := range []idem.MemoryConfig{
+		{MaxResult: 100, ScopeMaxBytes: 10},
+		{ScopeMaxBytes: -1},
+	} {
+		if _, err := idem.NewMemory(c); !errors.Is(err, idem.ErrInvalidConfig) {
+			t.Errorf("NewMemory(%+v) = %v, want ErrInvalidConfig", c, err)
+		}
+	}
+	if _, err := idem.NewMemory(idem.MemoryConfig{ScopeQuota: -1, ScopeMaxBytes: 10, MaxResult: 100}); err != nil {
+		t.Errorf("quotas off, ScopeMaxBytes ignored: %v", err)
+	}
+}
