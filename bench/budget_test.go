@@ -14,7 +14,9 @@ package bench
 //     of two shared atomics without any window (retries < 10% of all
 //     requests ever: the cheapest possible check, and wrong after a burst),
 //     and failsafe-go's TryAcquirePermit (+ ReleasePermit when granted),
-//     which bounds retries in flight rather than over a window.
+//     which bounds retries in flight rather than over a window; and one
+//     clock read alone, the part of TryRetry's cost that knowing the time
+//     takes (TryRetryAt, with the caller's time, does without it).
 //
 // Every readretry line reports its ratio to the baselines as "x-<baseline>"
 // (ns/op over the baseline's ns/op): below 1 is faster.
@@ -222,6 +224,19 @@ func BenchmarkBudgetTryRetry(b *testing.B) {
 		}
 		record(b, "try-failsafe-go")
 	})
+	// clock: one monotonic clock read, what TryRetry pays to know which
+	// slot of the window it is in (failsafe-go reads no clock: it bounds
+	// retries in flight, not over a window of time).
+	b.Run("clock", func(b *testing.B) {
+		start := time.Now()
+		var sum time.Duration
+		b.ReportAllocs()
+		for b.Loop() {
+			sum += time.Since(start)
+		}
+		sinkShared.Add(int64(sum))
+		record(b, "try-clock")
+	})
 	b.Run("readretry", func(b *testing.B) {
 		bg := newBudget(b)
 		b.ReportAllocs()
@@ -233,7 +248,7 @@ func BenchmarkBudgetTryRetry(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(granted)/float64(b.N), "granted/op")
-		reportRatios(b, "try-shared-atomic", "try-failsafe-go")
+		reportRatios(b, "try-shared-atomic", "try-failsafe-go", "try-clock")
 	})
 	// TryRetryAt: the caller's cached clock, as the engine's poll loop
 	// passes it in (one clock read per 1,024 calls here).

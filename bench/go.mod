@@ -14,6 +14,7 @@ require (
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	github.com/readretry/readretry v0.0.0-00010101000000-000000000000
 	github.com/readretry/readretry/sim v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/valyala/bytebufferpool v1.0.0
 	gonum.org/v1/plot v0.17.0
@@ -29,6 +30,7 @@ require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -37,7 +37,7 @@
 // same for net/http handlers, keyed by [ScopedKey] under the [Scope] the
 // integrator names (SPEC I5), and [NewTransport] / [KeyTransport] /
 // [SetKey] are the client side: a request carrying an Idempotency-Key is
-// one that call.Transport (with Replayable set to call.IdempotentOrKeyed)
+// one that httpcall.Transport (with Replayable set to httpcall.IdempotentOrKeyed)
 // may retry even when it is a POST.
 //
 // # The crash window

@@ -69,7 +69,7 @@ func ExampleDo() {
 }
 
 // The HTTP pair: Middleware on the server, NewTransport on the client. The
-// client's POST carries an Idempotency-Key, so call.Transport may retry it;
+// client's POST carries an Idempotency-Key, so httpcall.Transport may retry it;
 // the server runs the handler once and replays its answer to repeats.
 func ExampleMiddleware() {
 	store, _ := idem.NewMemory(idem.MemoryConfig{Capacity: 1024})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/readretry/readretry/retry/call"
+	"github.com/readretry/readretry/retry/call/httpcall"
 )
 
 // HeaderReplayed is set to "true" on an answer that Middleware replays from
@@ -281,7 +282,7 @@ type middleware struct {
 
 // Middleware returns server middleware that runs a handler at most once per
 // idempotency key and scope (SPEC I1, I5; the server side of the
-// Idempotency-Key header that call.Transport retries with): it claims
+// Idempotency-Key header that httpcall.Transport retries with): it claims
 // ScopedKey(scope(r), key) of each unsafe request carrying an
 // Idempotency-Key (or X-Idempotency-Key) header in store, runs the handler
 // once — extending the claim while it runs — stores its status, headers
@@ -299,7 +300,7 @@ type middleware struct {
 //   - a request whose scope fails: 403;
 //   - a scope over its quota (ErrQuota, Memory's ScopeQuota): 429;
 //   - a store that fails or is full: 503 with Retry-After: 1, which
-//     call.Transport retries as a network error.
+//     httpcall.Transport retries as a network error.
 //
 // scope is required: pass a Scope that names the authenticated party, or
 // GlobalScope in a single-tenant service. The first caller's answer is
@@ -353,7 +354,7 @@ func safeMethod(method string) bool {
 // Key returns r's idempotency key: the Idempotency-Key header, or
 // X-Idempotency-Key (the older name that net/http also honours).
 func Key(r *http.Request) string {
-	if k := r.Header.Get(call.HeaderIdempotencyKey); k != "" {
+	if k := r.Header.Get(httpcall.HeaderIdempotencyKey); k != "" {
 		return k
 	}
 	return r.Header.Get("X-Idempotency-Key")
@@ -594,12 +595,12 @@ func SetKey(r *http.Request, key string) {
 	if r.Header == nil {
 		r.Header = make(http.Header)
 	}
-	r.Header.Set(call.HeaderIdempotencyKey, key)
+	r.Header.Set(httpcall.HeaderIdempotencyKey, key)
 }
 
 // KeyTransport gives every unsafe request that has no idempotency key a
 // fresh one (NewKey) before handing it to Next, so that Next — a
-// call.Transport with Replayable set to call.IdempotentOrKeyed — retries it
+// httpcall.Transport with Replayable set to httpcall.IdempotentOrKeyed — retries it
 // with the same key on every attempt. The request passed in is not
 // modified: a keyed copy is sent. Requests with a key or a safe method go
 // through as they are.
@@ -630,7 +631,7 @@ func (t *KeyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // first copy is unfinished). A 409 without Retry-After stays a business
 // error. Use it with call.WithClassifier(idem.Classify).
 func Classify(err error) call.Class {
-	var se *call.StatusError
+	var se *httpcall.StatusError
 	if errors.As(err, &se) && se.Code == http.StatusConflict && se.Wait > 0 {
 		return call.Network
 	}
@@ -638,13 +639,13 @@ func Classify(err error) call.Class {
 }
 
 // NewTransport returns the client side of idempotent retries for net/http:
-// a KeyTransport over a call.Transport that retries under p (nil: the
+// a KeyTransport over a httpcall.Transport that retries under p (nil: the
 // defaults) and replays requests that have an idempotent method or an
-// idempotency key (call.IdempotentOrKeyed). base sends each attempt (nil:
+// idempotency key (httpcall.IdempotentOrKeyed). base sends each attempt (nil:
 // http.DefaultTransport). A POST is thus retried on network errors and
 // timeouts, always with one key, and the server's Middleware runs it once.
 // Build p with call.WithClassifier(Classify) to also wait out a first
 // attempt the server is still running.
 func NewTransport(base http.RoundTripper, p *call.Policy) http.RoundTripper {
-	return &KeyTransport{Next: &call.Transport{Base: base, Policy: p, Replayable: call.IdempotentOrKeyed}}
+	return &KeyTransport{Next: &httpcall.Transport{Base: base, Policy: p, Replayable: httpcall.IdempotentOrKeyed}}
 }

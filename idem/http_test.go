@@ -16,6 +16,7 @@ import (
 	"github.com/readretry/readretry/idem"
 	"github.com/readretry/readretry/retry/backoff"
 	"github.com/readretry/readretry/retry/call"
+	"github.com/readretry/readretry/retry/call/httpcall"
 )
 
 // discardWriter is a ResponseWriter whose answer nobody receives.
@@ -44,10 +45,10 @@ func mustBodyFingerprint(t testing.TB, max int64) idem.Fingerprint {
 	return fp
 }
 
-// retryClient is the client side of issue 8: call.Transport retrying
+// retryClient is the client side of issue 8: httpcall.Transport retrying
 // keyed POSTs without delay, over connections that are never reused (so
 // that net/http's own transport never retries on its own: every retry
-// seen here is call.Transport's).
+// seen here is httpcall.Transport's).
 func retryClient(t *testing.T) (*http.Client, *http.Transport) {
 	base := &http.Transport{DisableKeepAlives: true}
 	t.Cleanup(base.CloseIdleConnections)
@@ -87,9 +88,9 @@ func postErr(c *http.Client, url, key, body string) (*http.Response, string, err
 }
 
 // TestRetriedPOSTExactlyOnce is issue 8's end-to-end test: a POST with an
-// idempotency key goes through call.Transport to a real server on
+// idempotency key goes through httpcall.Transport to a real server on
 // 127.0.0.1; the first attempt is processed but its answer is lost (the
-// connection is closed instead), call.Transport retries because the
+// connection is closed instead), httpcall.Transport retries because the
 // request carries a key, and the middleware answers the retry with the
 // stored first answer. The business logic runs exactly once.
 func TestRetriedPOSTExactlyOnce(t *testing.T) {
@@ -106,7 +107,7 @@ func TestRetriedPOSTExactlyOnce(t *testing.T) {
 	guarded := mustMiddleware(t, store, idem.GlobalScope, idem.WithFingerprint(mustBodyFingerprint(t, 1<<10)))(app)
 	var attempts atomic.Int32
 	var retryHeader atomic.Value
-	srv := httptest.NewServer(call.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(httpcall.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if attempts.Add(1) == 1 {
 			// Process the request fully, then lose the answer.
 			guarded.ServeHTTP(&discardWriter{h: http.Header{}}, r)
@@ -148,7 +149,7 @@ func TestRetriedPOSTExactlyOnce(t *testing.T) {
 }
 
 // TestPOSTWithoutKeyNotRetried: the same lost answer without a key is not
-// retried — call.Transport only replays keyed writes.
+// retried — httpcall.Transport only replays keyed writes.
 func TestPOSTWithoutKeyNotRetried(t *testing.T) {
 	var attempts atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +161,7 @@ func TestPOSTWithoutKeyNotRetried(t *testing.T) {
 	base := &http.Transport{DisableKeepAlives: true}
 	defer base.CloseIdleConnections()
 	p := call.MustPolicy(call.WithBackoff(backoff.None{}))
-	client := &http.Client{Transport: &call.Transport{Base: base, Policy: p, Replayable: call.IdempotentOrKeyed}}
+	client := &http.Client{Transport: &httpcall.Transport{Base: base, Policy: p, Replayable: httpcall.IdempotentOrKeyed}}
 	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("x"))
 	if err == nil {
 		resp.Body.Close()
@@ -237,7 +238,7 @@ func TestMiddlewareConcurrentDuplicates(t *testing.T) {
 }
 
 // TestMiddlewareReleasesFailures: a 503 or a panicking handler releases
-// the key, so call.Transport's retry runs the handler again; the eventual
+// the key, so httpcall.Transport's retry runs the handler again; the eventual
 // success is stored.
 func TestMiddlewareReleasesFailures(t *testing.T) {
 	for _, fail := range []string{"503", "panic"} {
@@ -290,7 +291,7 @@ func TestMiddlewareRequests(t *testing.T) {
 	do := func(method, key, account, path string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, nil)
 		if key != "" {
-			r.Header.Set(call.HeaderIdempotencyKey, key)
+			r.Header.Set(httpcall.HeaderIdempotencyKey, key)
 		}
 		r.Header.Set("X-Account", account)
 		w := httptest.NewRecorder()
@@ -363,8 +364,8 @@ func TestMiddlewareStoreDown(t *testing.T) {
 		t.Fatalf("store down: %d, ran %v, err %v", w.Code, ran, got)
 	}
 	// call classifies the 503 as a network error: it is retried.
-	if call.StatusClass(w.Code) != call.Network {
-		t.Fatalf("503 class = %v", call.StatusClass(w.Code))
+	if httpcall.StatusClass(w.Code) != call.Network {
+		t.Fatalf("503 class = %v", httpcall.StatusClass(w.Code))
 	}
 }
 
@@ -517,10 +518,10 @@ func TestClassify(t *testing.T) {
 		err  error
 		want call.Class
 	}{
-		{&call.StatusError{Code: 409, Wait: time.Second}, call.Network},
-		{&call.StatusError{Code: 409}, call.Business},
-		{&call.StatusError{Code: 503}, call.Network},
-		{&call.StatusError{Code: 422, Wait: time.Second}, call.Business},
+		{&httpcall.StatusError{Code: 409, Wait: time.Second}, call.Network},
+		{&httpcall.StatusError{Code: 409}, call.Business},
+		{&httpcall.StatusError{Code: 503}, call.Network},
+		{&httpcall.StatusError{Code: 422, Wait: time.Second}, call.Business},
 		{io.ErrUnexpectedEOF, call.Network},
 	}
 	for _, c := range cases {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/readretry/readretry/retry"
 	"github.com/readretry/readretry/retry/backoff"
+	"github.com/readretry/readretry/transport/resp"
 	"github.com/readretry/readretry/transport/tcp"
 )
 
@@ -57,6 +58,11 @@ type Options struct {
 	// are the client's alone. nil runs them in this process; those figures
 	// then include the proxies'.
 	FleetProcess func() *exec.Cmd
+	// Backend is what the requests meet: BackendProxies ("" means it) or
+	// BackendRedis — real redis-server replicas, one per host (Ports is
+	// ignored), over transport/resp, with RedisScenarios' faults and the
+	// RedisMix workload (SPEC R23). Capacity runs need BackendProxies.
+	Backend string
 }
 
 // Progress is a snapshot of a run, for a progress line.
@@ -122,6 +128,13 @@ func (o *Options) defaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch o.Backend {
+	case "":
+		o.Backend = BackendProxies
+	case BackendProxies, BackendRedis:
+	default:
+		return fmt.Errorf("%w: backend %q (have %s, %s)", ErrInvalidConfig, o.Backend, BackendProxies, BackendRedis)
+	}
 	return nil
 }
 
@@ -176,6 +189,13 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 		}
 	}
 	var mix []Weight
+	redis := opt.Backend == BackendRedis
+	if redis {
+		if sc.Load != nil {
+			return nil, fmt.Errorf("%w: the capacity scenario needs the %s backend", ErrInvalidConfig, BackendProxies)
+		}
+		mix = RedisMix
+	}
 	if sc.Load != nil {
 		if err := applyLoad(&sc, &opt); err != nil {
 			return nil, err
@@ -186,15 +206,25 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 		}
 	}
 	data := NewDataset(opt.Seed)
+	if redis {
+		data = RedisDataset(opt.Seed)
+	}
 	w, err := NewWorkload(data, opt.Seed, mix)
 	if err != nil {
 		return nil, err
 	}
 	var fleet FleetControl
 	remote := sc.Load != nil && opt.FleetProcess != nil && proxyData == nil
-	if remote {
+	switch {
+	case redis:
+		if fleet, err = StartRedisFleet(opt.Hosts, data); err == nil {
+			if err = fleet.Set(All, sc.Base); err != nil {
+				_ = fleet.Close()
+			}
+		}
+	case remote:
 		fleet, err = StartRemoteFleet(opt.FleetProcess(), FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Profile: sc.Base, Seed: opt.Seed})
-	} else {
+	default:
 		if proxyData == nil {
 			proxyData = data
 		}
@@ -352,7 +382,7 @@ type clientRun struct {
 	load    bool // a capacity run: the sender sums the R15 formula
 	opt     *Options
 	c       *retry.Client
-	tr      *tcp.Transport
+	tr      EngineTransport
 	w       *Workload
 	ck      *Checker
 	ans     Answer
@@ -392,6 +422,8 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Wo
 	r := &clientRun{retryOn: on, load: sc.Load != nil, opt: opt, c: c, tr: tr, w: w,
 		ck:       NewChecker(w, opt.capacity(), 0),
 		sendDone: make(chan struct{}), pollDone: make(chan struct{})}
+	// LRANGE records carry the list's key (transport/resp's table).
+	r.ck.SetPartKeyRecords(opt.Backend == BackendRedis)
 	if on {
 		r.ck.maxRetries = max(opt.MaxRetries, sc.MaxRetries)
 	}
@@ -410,17 +442,54 @@ func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (
 	if err := opt.defaults(); err != nil {
 		return nil, nil, err
 	}
+	opt.Backend = BackendProxies
+	c, tr, err := newEngine(&opt, fleet, retryOn, maxContexts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, tr.(*tcp.Transport), nil
+}
+
+// NewEngineFor is NewEngine over opt.Backend's transport: transport/tcp
+// for the simulator's proxies, transport/resp for Redis replicas
+// (BackendRedis, with a RedisFleet).
+func NewEngineFor(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (*retry.Client, EngineTransport, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, nil, err
+	}
 	return newEngine(&opt, fleet, retryOn, maxContexts)
 }
 
-func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*retry.Client, *tcp.Transport, error) {
-	tr, err := tcp.New(tcp.Config{
+// EngineTransport is what a run needs of its transport: transport/tcp for
+// the simulator's proxies, transport/resp for Redis replicas.
+type EngineTransport interface {
+	retry.Transport
+	retry.Waiter
+	// WaitDialed waits for the first connection attempts (both transports
+	// dial on their own goroutines).
+	WaitDialed(ctx context.Context) error
+	Close() error
+}
+
+// newTransport makes the backend's transport with the settings every run
+// uses (500 ms dial timeout, reconnect backoff from 5 ms to 100 ms).
+func newTransport(opt *Options, fleet FleetControl) (EngineTransport, error) {
+	dial := 500 * time.Millisecond
+	bo := backoff.Decorrelated{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond}
+	if opt.Backend == BackendRedis {
+		return resp.New(resp.Config{Resolve: fleet.Resolve, DialTimeout: dial, Backoff: bo, Logger: opt.Logger})
+	}
+	return tcp.New(tcp.Config{
 		Resolve:     fleet.Resolve,
-		DialTimeout: 500 * time.Millisecond,
-		Backoff:     backoff.Decorrelated{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond},
+		DialTimeout: dial,
+		Backoff:     bo,
 		StableAfter: 200 * time.Millisecond,
 		Logger:      opt.Logger,
 	})
+}
+
+func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*retry.Client, EngineTransport, error) {
+	tr, err := newTransport(opt, fleet)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -429,7 +498,7 @@ func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*ret
 		_ = tr.Close()
 		return nil, nil, err
 	}
-	fail := func(err error) (*retry.Client, *tcp.Transport, error) {
+	fail := func(err error) (*retry.Client, EngineTransport, error) {
 		_ = c.Close()
 		_ = tr.Close()
 		return nil, nil, err
@@ -445,6 +514,14 @@ func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*ret
 	// A proxy that refuses connections at the start is logged by the
 	// engine and reconnected by the transport; it is not an error here.
 	if err := c.ApplyRoute(simZone, fleet.Labels(), ConfList(opt.MaxRetries)); err != nil {
+		return fail(err)
+	}
+	// ApplyRoute never waits on a dial (the transport dials on its own
+	// goroutines): wait for the first attempts, bounded by the dial
+	// timeout, so that the load starts against connected proxies.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := tr.WaitDialed(ctx); err != nil {
 		return fail(err)
 	}
 	return c, tr, nil
@@ -557,7 +634,7 @@ func (r *clientRun) wait() {
 // frame arrives on tr or c's next deadline, at most 5 ms (at least 200 µs
 // when a deadline is due). It returns by how much it overslept its own
 // timeout — the goroutine not being run: a busy or paused machine.
-func PollWait(c *retry.Client, tr *tcp.Transport) (stall time.Duration) {
+func PollWait(c *retry.Client, tr retry.Waiter) (stall time.Duration) {
 	d := 5 * time.Millisecond
 	if t, ok := c.NextDeadline(); ok {
 		d = min(max(time.Until(t), 200*time.Microsecond), d)

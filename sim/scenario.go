@@ -222,18 +222,20 @@ var DefaultScenarios = []string{"steady", "blackhole-host", "error-codes", "slow
 var ErrUnknownScenario = errors.New("sim: unknown scenario")
 
 // LookupScenario returns the built-in scenario called name.
-func LookupScenario(name string) (Scenario, error) {
-	for _, s := range Scenarios() {
+func LookupScenario(name string) (Scenario, error) { return lookupScenario(name, Scenarios()) }
+
+func lookupScenario(name string, all []Scenario) (Scenario, error) {
+	for _, s := range all {
 		if s.Name == name {
 			return s, nil
 		}
 	}
-	return Scenario{}, fmt.Errorf("%w: %q (have %s)", ErrUnknownScenario, name, strings.Join(scenarioNames(), ", "))
+	return Scenario{}, fmt.Errorf("%w: %q (have %s)", ErrUnknownScenario, name, strings.Join(scenarioNames(all), ", "))
 }
 
-func scenarioNames() []string {
+func scenarioNames(all []Scenario) []string {
 	var out []string
-	for _, s := range Scenarios() {
+	for _, s := range all {
 		out = append(out, s.Name)
 	}
 	return out
@@ -244,13 +246,19 @@ func scenarioNames() []string {
 // list of names (each once, in the order given). Errors wrap
 // ErrUnknownScenario.
 func ParseScenarios(s string) ([]Scenario, error) {
+	return parseScenarios(s, Scenarios(), DefaultScenarios)
+}
+
+// parseScenarios is ParseScenarios over the scenarios all, with defaults
+// for "" and "default".
+func parseScenarios(s string, all []Scenario, defaults []string) ([]Scenario, error) {
 	s = strings.TrimSpace(s)
 	var names []string
 	switch s {
 	case "", "default":
-		names = DefaultScenarios
+		names = defaults
 	case "all":
-		names = scenarioNames()
+		names = scenarioNames(all)
 	default:
 		for _, n := range strings.Split(s, ",") {
 			n = strings.TrimSpace(n)
@@ -264,7 +272,7 @@ func ParseScenarios(s string) ([]Scenario, error) {
 	}
 	out := make([]Scenario, 0, len(names))
 	for _, n := range names {
-		sc, err := LookupScenario(n)
+		sc, err := lookupScenario(n, all)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,13 @@
 //	go run ./cmd/rrsim -profile 'latency=1ms/50ms,drop=0.02,cut=0.1@2'
 //	go run ./cmd/rrsim -scenario capacity   # 500,000 contexts over TCP
 //	go run ./cmd/rrsim -metrics 127.0.0.1:9100 -duration 60s  # Prometheus /metrics during the run
+//	go run ./cmd/rrsim -backend redis        # the same scenarios on real redis-server replicas
+//
+// With -backend redis the requests go through transport/resp to real
+// redis-server replicas started on 127.0.0.1 (one per host; needs
+// redis-server on PATH), the faults are the servers' own (SIGSTOP, SIGKILL,
+// MASTERDOWN, DEBUG SLEEP, connections cut mid-stream; see
+// sim.RedisScenarios), and the workload is GET, MGET and LRANGE reads.
 //
 // The capacity scenario is not in the default set (it offers 100,000
 // reads/s and needs the machine to itself); its proxies run in a child
@@ -89,10 +96,15 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	asJSON := fs.Bool("json", false, "print one JSON array of reports instead of the table")
 	plot := fs.String("plot", "", "write the latency CDFs (retry on vs off, per scenario) to `FILE.png`")
 	verbose := fs.Bool("v", false, "log the engine's and the transport's messages to stderr")
+	backend := fs.String("backend", sim.BackendProxies, "what the requests meet: `NAME` \""+sim.BackendProxies+"\" (simulated proxies) or \""+sim.BackendRedis+"\" (real redis-server replicas)")
 	metrics := fs.String("metrics", "", "serve Prometheus metrics (the engine's counters of both modes, labelled retry=on|off) at http://`ADDR`/metrics during the run, e.g. 127.0.0.1:9100")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: rrsim [flags]\n\nScenarios:\n")
 		for _, s := range sim.Scenarios() {
+			fmt.Fprintf(stderr, "  %-15s %s\n", s.Name, s.About)
+		}
+		fmt.Fprintf(stderr, "\nScenarios with -backend %s:\n", sim.BackendRedis)
+		for _, s := range sim.RedisScenarios() {
 			fmt.Fprintf(stderr, "  %-15s %s\n", s.Name, s.About)
 		}
 		fmt.Fprintf(stderr, "\nFlags:\n")
@@ -111,13 +123,24 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-hosts and -ports must be positive, -count not negative")
 	}
 	cfg := &config{json: *asJSON, plot: *plot, verbose: *verbose, metrics: *metrics}
-	if *profile != "" {
+	switch {
+	case *backend != sim.BackendProxies && *backend != sim.BackendRedis:
+		return nil, fmt.Errorf("-backend %q: want %s or %s", *backend, sim.BackendProxies, sim.BackendRedis)
+	case *backend == sim.BackendRedis && *profile != "":
+		return nil, errors.New("-profile needs the simulated proxies (-backend " + sim.BackendProxies + ")")
+	case *backend == sim.BackendRedis:
+		sc, err := sim.ParseRedisScenarios(*scenario)
+		if err != nil {
+			return nil, err
+		}
+		cfg.scenarios = sc
+	case *profile != "":
 		p, err := sim.ParseProfile(*profile)
 		if err != nil {
 			return nil, err
 		}
 		cfg.scenarios = []sim.Scenario{{Name: "custom", About: p.String(), Base: p}}
-	} else {
+	default:
 		sc, err := sim.ParseScenarios(*scenario)
 		if err != nil {
 			return nil, err
@@ -126,6 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	cfg.opt = of.Options()
 	cfg.opt.Requests, cfg.opt.Hosts, cfg.opt.Ports = *count, *hosts, *ports
+	cfg.opt.Backend = *backend
 	// The capacity scenario's proxies run in this binary started again,
 	// so that its memory and CPU figures are the client's own.
 	cfg.opt.FleetProcess = sim.FleetChild
@@ -184,8 +208,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	} else {
-		fmt.Fprintf(stdout, "rrsim: %d scenarios, %v each at %d req/s per mode, %d hosts x %d ports, budgets %v/%v, %d retries (%.1fs)\n\n",
-			len(cfg.scenarios), cfg.opt.Duration, cfg.opt.Rate, cfg.opt.Hosts, cfg.opt.Ports,
+		shape := fmt.Sprintf("%d hosts x %d ports", cfg.opt.Hosts, cfg.opt.Ports)
+		if cfg.opt.Backend == sim.BackendRedis {
+			shape = fmt.Sprintf("%d redis-server replicas", cfg.opt.Hosts)
+		}
+		fmt.Fprintf(stdout, "rrsim: %d scenarios, %v each at %d req/s per mode, %s, budgets %v/%v, %d retries (%.1fs)\n\n",
+			len(cfg.scenarios), cfg.opt.Duration, cfg.opt.Rate, shape,
 			cfg.opt.SimpleBudget, cfg.opt.ComplexBudget, cfg.opt.MaxRetries, time.Since(began).Seconds())
 		_ = sim.WriteTable(stdout, reports)
 		fmt.Fprintln(stdout)

@@ -32,6 +32,7 @@ func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-scenario", "nope"}, {"-rate", "0"}, {"-retries", "9"}, {"-profile", "drop=2"}, {"extra"}, {"-duration", "x"},
+		{"-backend", "nope"}, {"-backend", "redis", "-profile", "drop=1"}, {"-backend", "redis", "-scenario", "cap"},
 	} {
 		if code, _, stderr := runArgs(t, args...); code != 2 || stderr == "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)

@@ -690,3 +690,33 @@ func TestRequestsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelOlderSlot: a grant given back after the ring has moved past its
+// slot (still inside the window) is free again at once, although the
+// window's older slots were already summed for the current slot. Expected
+// values from SPEC B4: 100 requests at 10% allow 10 retries in the window.
+func TestCancelOlderSlot(t *testing.T) {
+	b, clk := newBudget(t, Config{MinRetriesPerSecond: NoFloor, Window: 16 * time.Second, Slots: 16})
+	for range 100 {
+		b.Request()
+	}
+	var rs []Reservation
+	for {
+		r, ok := b.Reserve()
+		if !ok {
+			break
+		}
+		rs = append(rs, r)
+	}
+	if len(rs) != 10 {
+		t.Fatalf("reserved %d, want 10", len(rs))
+	}
+	clk.Advance(time.Second) // the next slot: slot 0 is now an older one
+	if b.TryRetry() {
+		t.Fatal("granted an 11th retry for 100 requests")
+	}
+	rs[0].Cancel()
+	if n := grant(b); n != 1 {
+		t.Fatalf("after a cancel in an older slot granted %d, want 1", n)
+	}
+}

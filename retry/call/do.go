@@ -191,13 +191,18 @@ var ErrRetryableResult error = &classError{"call: the result still asks for a re
 
 // Attempts runs the retry loop of one call step by step, for a caller whose
 // attempt is not one function call: a gRPC stream, whose attempt goes on
-// after the call that opened it has returned (SPEC M2). It applies the
-// policy as [Do] does — budget, classes, flags, bounds, delays, context —
-// and numbers the attempts ([Attempt]). The zero value is ready for Begin.
-// An Attempts serves one call, from one goroutine at a time, and must not
-// be copied after Begin.
+// after the call that opened it has returned (SPEC M2), or an HTTP response
+// whose body the caller reads after the round trip (package httpcall). It
+// applies the policy as [Do] does — budget, classes, flags, bounds, delays,
+// context — and numbers the attempts ([Attempt]). The zero value is ready
+// for Begin. An Attempts serves one call, from one goroutine at a time, and
+// must not be copied after Begin.
 type Attempts struct {
 	r runner
+	// What Decide chose for Next: the wait before the next attempt, its
+	// RPC timeout, and the error of the attempt that failed.
+	wait, timeout time.Duration
+	last          error
 }
 
 // Begin starts the call under ctx with policy p (nil: the defaults): it
@@ -216,20 +221,64 @@ func (a *Attempts) Begin(ctx context.Context, p *Policy) (context.Context, error
 }
 
 // Retry ends the current attempt, which failed with err, and decides whether
-// another is made. If so, it waits the delay and returns the next attempt's
-// context, which carries the attempt's number and RPC timeout. If not, it
-// returns the error the call ends with: err itself, or a [*ContextError]
-// when the context ended or its deadline would pass first (SPEC B7). After
-// an error the call is over: do not call Retry again.
+// another is made: [Attempts.Decide] then [Attempts.Next]. If so, it waits
+// the delay and returns the next attempt's context, which carries the
+// attempt's number and RPC timeout. If not, it returns the error the call
+// ends with: err itself, or a [*ContextError] when the context ended or its
+// deadline would pass first (SPEC B7). After an error the call is over: do
+// not call Retry again.
 func (a *Attempts) Retry(err error) (context.Context, error) {
+	if stop := a.Decide(err); stop != nil {
+		a.End()
+		return nil, stop
+	}
+	return a.Next()
+}
+
+// Decide decides whether the current attempt, which failed with err, is
+// followed by another, without waiting and without ending the attempt (the
+// caller may still hand its result over, as an HTTP transport hands over
+// the last response). It returns nil if another attempt is to be made: call
+// [Attempts.Next] for it. Otherwise it returns the error the call ends with,
+// as Retry does; the caller then ends the attempt ([Attempts.End] or
+// [Attempts.Detach]). A retry granted by the policy's budget is held from
+// Decide to Next.
+func (a *Attempts) Decide(err error) error {
+	wait, timeout, stop := a.r.plan(err)
+	if stop != nil {
+		return stop
+	}
+	a.wait, a.timeout, a.last = wait, timeout, err
+	return nil
+}
+
+// Next ends the current attempt, waits the delay Decide chose and returns
+// the next attempt's context. If the caller's context ends during the wait
+// it returns a [*ContextError] instead (the budget's grant is given back,
+// since the retry was not sent) and the call is over. Call it only after
+// Decide returned nil.
+func (a *Attempts) Next() (context.Context, error) {
 	a.r.end()
-	return a.r.next(err)
+	last := a.last
+	a.last = nil
+	return a.r.proceed(last, a.wait, a.timeout)
 }
 
 // End ends the current attempt, releasing its RPC timeout: call it when the
 // attempt's work is over and the call succeeded (a stream read to its end).
 // End is idempotent.
 func (a *Attempts) End() { a.r.end() }
+
+// Detach hands the current attempt's RPC timeout over to the caller: it
+// returns the function that releases it, or nil if the attempt has none.
+// End no longer releases it. It is for an attempt whose result outlives the
+// call, as an HTTP response whose body the caller reads within the
+// attempt's deadline; the caller must call the function when done.
+func (a *Attempts) Detach() context.CancelFunc {
+	cancel := a.r.cancel
+	a.r.cancel = nil
+	return cancel
+}
 
 // Number returns the number of the current attempt: 1 for the first.
 func (a *Attempts) Number() int { return a.r.made }
@@ -438,8 +487,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // RetryAfter is implemented by errors that carry the server's requested
-// wait before a retry, such as [*StatusError] for an HTTP Retry-After. The
-// call waits at least that long (capped by [WithMaxRetryAfter]).
+// wait before a retry, such as httpcall.StatusError for an HTTP Retry-After
+// or a gRPC retry pushback. The call waits at least that long (capped by
+// [WithMaxRetryAfter]).
 type RetryAfter interface {
 	error
 	RetryAfter() time.Duration

@@ -8,10 +8,11 @@
 // [Do] runs func(context.Context) error, [DoValue] a function that also
 // returns a value, and [Wrap] decorates any func(context.Context, Req)
 // (Resp, error) — the typed replacement for the reflection decorator of seed
-// 001. [Retry] is the same as an [Endpoint] [Middleware] for RPC frameworks,
-// and [Transport] is a net/http RoundTripper; package grpccall holds the
-// gRPC interceptors (SPEC M2), built on [Attempts], the same loop run step
-// by step. Besides errors, DoValue, Wrap and Retry can retry on the value
+// 001. [Retry] is the same as an [Endpoint] [Middleware] for RPC frameworks.
+// The protocol glue lives in packages of its own, built on [Attempts], the
+// same loop run step by step: httpcall holds the net/http RoundTripper and
+// server middleware, grpccall the gRPC interceptors (SPEC M2). This package
+// imports neither net/http nor gRPC. Besides errors, DoValue, Wrap and Retry can retry on the value
 // returned: [RetryIf] takes a predicate over it, such as a business code in
 // the response (SPEC M3).
 //
@@ -44,8 +45,9 @@
 // turn one slow call into MaxAttempts^depth. The entrance mark itself is
 // never propagated. The retry flag ([HeaderFlag], [WithRetryFlag]) is seed
 // 001's scenario switch, set at the entrance and propagated to the whole
-// chain. [Handler] and [Receive] read the flags on the server side,
-// [Transport] and [Propagate] write them on the client side.
+// chain. [Extract] and [Receive] read the flags on the server side, [Inject]
+// and [Propagate] write them on the client side, through any [Carrier] (an
+// http.Header is one as it is).
 //
 // The flags are trusted only from inside the system: a caller who can set
 // them can switch retries on (a retry flag) or off (an attempt number).

@@ -83,7 +83,8 @@ func WithFlags(ctx context.Context, f Flags) context.Context {
 }
 
 // WithRetryFlag returns a copy of ctx whose retry flag is flag (seed 001's
-// SetFlag). Set it at the entrance; Inject and the Transport propagate it.
+// SetFlag). Set it at the entrance; Inject (and the HTTP and gRPC glue built
+// on it, packages httpcall and grpccall) propagate it.
 func WithRetryFlag(ctx context.Context, flag string) context.Context {
 	f, _ := FlagsFrom(ctx)
 	f.Flag = flag
@@ -144,8 +145,8 @@ func extract(ctx context.Context, c Carrier, cfg serverConfig) context.Context {
 	return WithFlags(ctx, f)
 }
 
-// ServerOption configures the server side of SPEC B5: [Handler], [Receive],
-// [Extract], and the gRPC server interceptors of package grpccall.
+// ServerOption configures the server side of SPEC B5: [Receive], [Extract],
+// httpcall.Handler, and the gRPC server interceptors of package grpccall.
 type ServerOption func(*serverConfig)
 
 type serverConfig struct {

@@ -101,7 +101,7 @@ func (p *Policy) apply(opts []Option) (*Policy, error) {
 	}
 	s := p.iter.Settings
 	if s.MaxAttempts == 0 && s.TotalTimeout == 0 && !p.unbounded {
-		return nil, fmt.Errorf("%w: no attempt limit and no total timeout; use Unbounded to retry without bound (SPEC B3)", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: no attempt limit and no total timeout; use Unbounded to retry without bound", ErrInvalidConfig)
 	}
 	it := p.iter // the first attempt's timeout, as the runner will see it
 	first, _ := it.Next(0)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/readretry/readretry/retry"
 	"github.com/readretry/readretry/sim"
-	"github.com/readretry/readretry/transport/tcp"
 )
 
 // doClient is readretry's blocking front door (Client.Do, SPEC R20) used as
@@ -18,7 +17,7 @@ import (
 // caller waits differs from the readretry row.
 type doClient struct {
 	c    *retry.Client
-	tr   *tcp.Transport
+	tr   sim.EngineTransport
 	sink *sink
 	ctx  context.Context
 	stop context.CancelFunc
@@ -36,7 +35,7 @@ type doCall struct {
 }
 
 func newDoClient(e *env) (client, error) {
-	c, tr, err := sim.NewEngine(e.opt, e.fleet, true, 0)
+	c, tr, err := sim.NewEngineFor(e.opt, e.fleet, true, 0)
 	if err != nil {
 		return nil, err
 	}

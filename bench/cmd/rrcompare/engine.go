@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/readretry/readretry/retry"
 	"github.com/readretry/readretry/sim"
-	"github.com/readretry/readretry/transport/tcp"
 )
 
 // engineClient is readretry as rrsim runs it: retry.Client over
@@ -12,14 +11,14 @@ import (
 // sim.PollWait between rounds (SPEC R14's poll model).
 type engineClient struct {
 	c    *retry.Client
-	tr   *tcp.Transport
+	tr   sim.EngineTransport
 	sink *sink
 	stop chan struct{}
 	done chan struct{}
 }
 
 func newEngineClient(e *env) (client, error) {
-	c, tr, err := sim.NewEngine(e.opt, e.fleet, true, 0)
+	c, tr, err := sim.NewEngineFor(e.opt, e.fleet, true, 0)
 	if err != nil {
 		return nil, err
 	}

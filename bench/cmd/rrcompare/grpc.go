@@ -51,12 +51,42 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 }
 
 func (rawCodec) Unmarshal(data []byte, v any) error {
-	p, ok := v.(*[]byte)
-	if !ok {
+	switch p := v.(type) {
+	case *[]byte:
+		*p = data // gRPC hands a Codec a copy of its own
+	case *oneReply:
+		p.set(data)
+	default:
 		return fmt.Errorf("rrcompare: raw codec cannot unmarshal into %T", v)
 	}
-	*p = data // gRPC hands a Codec a copy of its own
 	return nil
+}
+
+// oneReply is a call's reply when several attempts of the call may be in
+// flight at once and share the reply the caller passed to Invoke: hedging
+// interceptors (failsafe-go's hedge policy) hand every hedge the same
+// reply, so a losing hedge would write it while the caller reads what the
+// winner wrote. The first message kept is the reply; later ones are
+// dropped. A unary answer's message precedes its OK status, so the first
+// message is the winner's.
+type oneReply struct {
+	mu   sync.Mutex
+	kept bool
+	b    []byte
+}
+
+func (r *oneReply) set(b []byte) {
+	r.mu.Lock()
+	if !r.kept {
+		r.b, r.kept = b, true
+	}
+	r.mu.Unlock()
+}
+
+func (r *oneReply) get() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b
 }
 
 func (rawCodec) Name() string { return "rrraw" }
@@ -152,14 +182,14 @@ func newGRPCHedgingClient(e *env) (client, error) {
 // n hedges, cancelled by the first success), writes under a timeout only.
 func newGRPCFailsafeClient(e *env) (client, error) {
 	hedge := func(budget, x time.Duration) grpc.UnaryClientInterceptor {
-		return failsafegrpc.NewUnaryClientInterceptor[*[]byte](
-			timeout.New[*[]byte](budget),
-			hedgepolicy.NewBuilderWithDelay[*[]byte](x).WithMaxHedges(e.retries).
-				CancelIf(func(_ *[]byte, err error) bool { return err == nil }).Build())
+		return failsafegrpc.NewUnaryClientInterceptor[*oneReply](
+			timeout.New[*oneReply](budget),
+			hedgepolicy.NewBuilderWithDelay[*oneReply](x).WithMaxHedges(e.retries).
+				CancelIf(func(_ *oneReply, err error) bool { return err == nil }).Build())
 	}
 	simple := hedge(e.opt.SimpleBudget, retry.SimpleDeadlines(e.opt.SimpleBudget, e.retries)[0])
 	cmplx := hedge(e.opt.ComplexBudget, retry.ComplexWaits(e.opt.ComplexBudget, e.retries)[0])
-	write := failsafegrpc.NewUnaryClientInterceptor[*[]byte](timeout.New[*[]byte](e.opt.WaitTimeout))
+	write := failsafegrpc.NewUnaryClientInterceptor[*oneReply](timeout.New[*oneReply](e.opt.WaitTimeout))
 	byMethod := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		switch method {
 		case methodSimple:
@@ -188,8 +218,8 @@ func (g *grpcCaller) call(ctx context.Context, r *request, ans *sim.Answer) {
 	}
 	var n atomic.Int32
 	ctx = context.WithValue(ctx, attemptsKey{}, &n)
-	var reply []byte
-	err := g.cc.Invoke(ctx, method, &r.frame, &reply)
+	var one oneReply
+	err := g.cc.Invoke(ctx, method, &r.frame, &one)
 	r.answerBase(ans, max(int(n.Load()), 1))
 	if err != nil {
 		switch {
@@ -205,7 +235,7 @@ func (g *grpcCaller) call(ctx context.Context, r *request, ans *sim.Answer) {
 		return
 	}
 	var st stream
-	for b := reply; len(b) >= 4; {
+	for b := one.get(); len(b) >= 4; {
 		n := int(binary.LittleEndian.Uint32(b))
 		if n > len(b)-4 {
 			break

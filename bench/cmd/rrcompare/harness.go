@@ -46,9 +46,9 @@ var kinds = []kind{
 type env struct {
 	opt     sim.Options // budgets, retries, wait timeout (defaults filled in)
 	labels  []retry.Proxy
-	addrs   []string // the sim proxies, as labels
-	fronts  []string // the gRPC fronts beside them, as labels
-	fleet   *sim.RemoteFleet
+	addrs   []string         // the sim proxies, as labels
+	fronts  []string         // the gRPC fronts beside them, as labels
+	fleet   sim.FleetControl // a *sim.RemoteFleet, or a *sim.RedisFleet (-backend redis)
 	sink    *sink
 	retries int
 }
@@ -183,7 +183,7 @@ const inflightScenario = "inflight"
 // process and returns its row.
 func runOne(ctx context.Context, sc sim.Scenario, opt sim.Options, k kind, child func() *exec.Cmd) (row, error) {
 	rw := row{Client: k.name, Scenario: sc.Name, Rate: opt.Rate, Seconds: opt.Duration.Seconds()}
-	fleet, err := sim.StartRemoteFleet(child(), sim.FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Profile: sc.Base, Seed: opt.Seed})
+	fleet, w, fronts, err := startBackend(sc, opt, child)
 	if err != nil {
 		return rw, err
 	}
@@ -195,13 +195,10 @@ func runOne(ctx context.Context, sc sim.Scenario, opt sim.Options, k kind, child
 		}
 		events = events[1:]
 	}
-	w, err := sim.NewWorkload(sim.NewDataset(opt.Seed), opt.Seed, nil)
-	if err != nil {
-		return rw, err
-	}
 	limit := int(opt.Duration.Seconds()*float64(opt.Rate)) + 1
 	ck := sim.NewChecker(w, limit, opt.MaxRetries)
-	e := &env{opt: opt, labels: fleet.Labels(), fleet: fleet, sink: &sink{ck: ck}, fronts: fleet.Extra(), retries: opt.MaxRetries}
+	ck.SetPartKeyRecords(opt.Backend == sim.BackendRedis) // LRANGE records carry the list's key
+	e := &env{opt: opt, labels: fleet.Labels(), fleet: fleet, sink: &sink{ck: ck}, fronts: fronts, retries: opt.MaxRetries}
 	for _, l := range e.labels {
 		a, _ := fleet.Resolve(l)
 		e.addrs = append(e.addrs, a)
@@ -291,6 +288,38 @@ func runOne(ctx context.Context, sc sim.Scenario, opt sim.Options, k kind, child
 	n, p99 := end.GCPausesSince(base)
 	rw.GCPauses, rw.GCPauseP99Ms = n, msOf(p99)
 	return rw, nil
+}
+
+// startBackend starts what the clients meet: a fresh fleet of simulated
+// proxies in a child process (with gRPC fronts, listed in fronts), or
+// -backend redis's real redis-server replicas loaded with the Redis data
+// set; and the workload over its data.
+func startBackend(sc sim.Scenario, opt sim.Options, child func() *exec.Cmd) (sim.FleetControl, *sim.Workload, []string, error) {
+	if opt.Backend == sim.BackendRedis {
+		data := sim.RedisDataset(opt.Seed)
+		w, err := sim.NewWorkload(data, opt.Seed, sim.RedisMix)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		fleet, err := sim.StartRedisFleet(opt.Hosts, data)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := fleet.Set(sim.All, sc.Base); err != nil {
+			_ = fleet.Close()
+			return nil, nil, nil, err
+		}
+		return fleet, w, nil, nil
+	}
+	w, err := sim.NewWorkload(sim.NewDataset(opt.Seed), opt.Seed, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fleet, err := sim.StartRemoteFleet(child(), sim.FleetConfig{Hosts: opt.Hosts, Ports: opt.Ports, Profile: sc.Base, Seed: opt.Seed})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return fleet, w, fleet.Extra(), nil
 }
 
 // measureInflight takes the in-flight figures once every request is out:

@@ -10,6 +10,14 @@
 //	go run ./cmd/rrcompare -scenario slow-tail,inflight -duration 5s
 //	go run ./cmd/rrcompare -json > rrcompare.json
 //	go run ./cmd/rrcompare -plot ../docs/rrcompare.png  # latency CDFs, one line per client
+//	go run ./cmd/rrcompare -backend redis               # real redis-server replicas, go-redis peers
+//
+// With -backend redis every client reads the same real redis-server
+// replicas on 127.0.0.1 (one per host, loaded with the same data; needs
+// redis-server on PATH) under rrsim's Redis scenarios (sim.RedisScenarios:
+// faults made by the servers themselves): readretry over transport/resp,
+// and go-redis as Go services use it — round robin over one client per
+// replica, and with failsafe-go's hedge policy.
 //
 // Clients (-clients picks some): readretry (the engine over
 // transport/tcp, polled as rrsim polls it), goroutines (the same schedule
@@ -117,6 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	inflightRate := fs.Int("inflight-rate", 25_000, "requests per second while the inflight scenario fills up")
 	cpuRate := fs.Int("cpu-rate", 10_000, "requests per second of the cpu scenario (steady proxies)")
 	asJSON := fs.Bool("json", false, "print one JSON array of rows instead of the table")
+	backend := fs.String("backend", sim.BackendProxies, "what the clients meet: `NAME` \""+sim.BackendProxies+"\" (simulated proxies) or \""+sim.BackendRedis+"\" (real redis-server replicas, go-redis peers)")
 	plotPath := fs.String("plot", "", "write latency CDFs (one line per client, a tile per scenario) to `FILE.png`")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: rrcompare [flags]\n\nScenarios (default: %s):\n", strings.Join(defaultScenarios, ","))
@@ -146,6 +155,13 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-inflight, -inflight-rate and -cpu-rate must be positive")
 	}
 	cfg := &config{json: *asJSON, plot: *plotPath, inflight: *inflight, inflightRate: *inflightRate, cpuRate: *cpuRate}
+	switch *backend {
+	case sim.BackendProxies:
+	case sim.BackendRedis:
+		return parseRedis(cfg, *scenario, *clients, of.Options())
+	default:
+		return nil, fmt.Errorf("-backend %q: want %s or %s", *backend, sim.BackendProxies, sim.BackendRedis)
+	}
 	names := defaultScenarios
 	if s := strings.TrimSpace(*scenario); s != "" && s != "default" {
 		names = nil
@@ -195,6 +211,30 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	cfg.opt = of.Options()
 	cfg.opt.Hosts, cfg.opt.Ports = 4, 2
+	return cfg, nil
+}
+
+// parseRedis finishes cfg for -backend redis: rrsim's Redis scenarios
+// ("default" is all of them) and the Redis clients.
+func parseRedis(cfg *config, scenario, clients string, opt sim.Options) (*config, error) {
+	sc, err := sim.ParseRedisScenarios(scenario)
+	if err != nil {
+		return nil, err
+	}
+	cfg.scenarios = sc
+	if clients == "all" || clients == "" {
+		cfg.kinds = redisKinds
+	} else {
+		for _, n := range strings.Split(clients, ",") {
+			i := slices.IndexFunc(redisKinds, func(k kind) bool { return k.name == strings.TrimSpace(n) })
+			if i < 0 {
+				return nil, fmt.Errorf("unknown client %q with -backend %s", n, sim.BackendRedis)
+			}
+			cfg.kinds = append(cfg.kinds, redisKinds[i])
+		}
+	}
+	cfg.opt = opt
+	cfg.opt.Hosts, cfg.opt.Ports, cfg.opt.Backend = 4, 1, sim.BackendRedis
 	return cfg, nil
 }
 

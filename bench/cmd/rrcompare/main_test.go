@@ -35,6 +35,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-scenario", "nope"}, {"-scenario", "settings"}, {"-scenario", "cap"}, {"-clients", "nope"},
 		{"-rate", "0"}, {"-retries", "9"}, {"extra"},
+		{"-backend", "nope"}, {"-backend", "redis", "-scenario", "cap"}, {"-backend", "redis", "-clients", "failsafe-go"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb, testChild); code != 2 || errb.Len() == 0 {
@@ -94,5 +95,37 @@ func TestEveryClient(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "grpc-failsafe") {
 		t.Errorf("no progress line per client:\n%s", errb.String())
+	}
+}
+
+// TestRedisClients runs every -backend redis client briefly on real
+// replicas with one stopped: each answers every read it answers right
+// (sim's checker), and readretry answers them all.
+func TestRedisClients(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("redis-server not on PATH")
+		}
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-backend", "redis", "-scenario", "blackhole-host", "-duration", "300ms", "-rate", "300", "-json"}, &out, &errb, testChild)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(redisKinds) {
+		t.Fatalf("%d rows, want %d", len(rows), len(redisKinds))
+	}
+	for _, r := range rows {
+		if v, _ := r["violations"].([]any); len(v) != 0 {
+			t.Errorf("%v: violations %v", r["client"], v)
+		}
+		if r["client"] == "readretry" && r["reads_ok_pct"].(float64) != 100 {
+			t.Errorf("readretry: reads ok %v%%", r["reads_ok_pct"])
+		}
 	}
 }

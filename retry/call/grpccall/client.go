@@ -21,7 +21,9 @@ const MaxReplay = 64
 // grpc.WithUnaryInterceptor or grpc.WithChainUnaryInterceptor. Each attempt
 // is an ordinary invocation with the caller's call options, its own outgoing
 // metadata (the caller's, plus the attempt number and the retry flag), and,
-// with per-attempt RPC timeouts in the policy, its own deadline.
+// with per-attempt RPC timeouts in the policy, its own deadline. An attempt
+// whose server sent response headers before it failed is not retried
+// (SPEC M2 round 3, gRFC A6): only a trailers-only answer is.
 func UnaryClientInterceptor(p *call.Policy) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		var a call.Attempts
@@ -30,26 +32,45 @@ func UnaryClientInterceptor(p *call.Policy) grpc.UnaryClientInterceptor {
 			return contextStatus(err)
 		}
 		outer := call.Attempt(ctx) - 1 // attempts of a retry loop around this call
-		trailer := new(metadata.MD)
-		opts = append(opts[:len(opts):len(opts)], grpc.Trailer(trailer))
+		md := new(attemptMD)
+		opts = append(opts[:len(opts):len(opts)], grpc.Header(&md.header), grpc.Trailer(&md.trailer))
 		for {
-			*trailer = nil
+			md.header, md.trailer = nil, nil
 			err := invoker(outgoing(actx, outer+a.Number()), method, req, reply, cc, opts...)
 			if err == nil {
 				a.End()
 				return nil
 			}
-			if actx, err = a.Retry(judge(err, *trailer)); err != nil {
+			if md.header != nil {
+				// The server sent headers before it failed: the attempt
+				// was committed (gRFC A6, SPEC M2 round 3), and only a
+				// trailers-only answer may be retried. The server may
+				// have done the work.
+				a.End()
+				return err
+			}
+			if actx, err = a.Retry(judge(err, md.trailer)); err != nil {
 				return final(err)
 			}
 		}
 	}
 }
 
+// attemptMD receives an attempt's response headers and trailer (one
+// allocation per call for both). A gRPC attempt that got headers has a
+// non-nil header (it holds at least the content-type); a trailers-only
+// answer, or none, leaves it nil.
+type attemptMD struct {
+	header, trailer metadata.MD
+}
+
 // StreamClientInterceptor retries streaming RPCs under policy p (nil: the
 // call package's defaults) until they are committed, as the package doc
 // describes: pass it to grpc.WithStreamInterceptor or
-// grpc.WithChainStreamInterceptor. The stream it returns may be used as gRPC
+// grpc.WithChainStreamInterceptor. An attempt is committed by its first
+// response message, by the caller reading its headers, or, when it fails,
+// by having received headers at all (only a trailers-only failure is
+// retried, SPEC M2 round 3). The stream it returns may be used as gRPC
 // allows (one goroutine sending while another receives). With per-attempt
 // RPC timeouts in the policy, the committed attempt's deadline lasts until
 // the stream ends; a caller that abandons a stream cancels its context, as
@@ -147,6 +168,15 @@ func (s *clientStream) RecvMsg(m any) error {
 			return nil
 		case committed || err == io.EOF:
 			// The end of the stream (io.EOF is its OK status).
+			s.commit()
+			s.a.End()
+			return err
+		}
+		if h, _ := cs.Header(); h != nil {
+			// The attempt got the server's headers before it failed: it
+			// was committed then (gRFC A6, SPEC M2 round 3). Only a
+			// trailers-only answer may be retried. The attempt is over,
+			// so Header does not wait.
 			s.commit()
 			s.a.End()
 			return err

@@ -18,16 +18,23 @@
 // call.WithRetryableCodes (G4). The server's grpc-retry-pushback-ms trailer
 // is honoured as gRPC's retry design says: a non-negative value is the least
 // wait before the next attempt (capped by call.WithMaxRetryAfter), and a
-// negative or malformed one means do not retry.
+// negative or malformed one, or more than one value, means do not retry
+// (SPEC M2 round 3).
+//
+// An attempt is committed — never retried — once the server's response
+// headers arrive, as in gRFC A6 and grpc-go: only a trailers-only answer (a
+// status with no headers before it, the usual shape of a server that
+// refused the call) may be retried. A server that sent headers and then
+// failed may have done the work, and a retry could do it twice.
 //
 // Every attempt carries the attempt number and the retry flag in its
 // metadata (x-retry-attempt, x-retry-flag); the entrance mark never leaves
 // the process. A policy with a classifier of its own sees the classes of
 // this package only if it falls back to call.Classify, as call documents.
 //
-// A stream is retried only until it is committed: when its first response
-// message arrives, or when the caller has read its response headers (so the
-// caller never sees two attempts' headers). Until then the messages sent are
+// A stream is retried only until it is committed: when its response
+// headers arrive (the first response message comes after them), or when the
+// caller has read them (so the caller never sees two attempts' headers). Until then the messages sent are
 // kept and sent again on the next attempt, up to [MaxReplay] of them, after
 // which the stream commits. After the commit an error goes to the caller, as
 // in gRPC's own retry design.

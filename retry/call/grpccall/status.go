@@ -72,8 +72,10 @@ func judge(err error, trailer metadata.MD) error {
 	if v := trailer.Get(PushbackKey); len(v) > 0 {
 		ms, perr := strconv.ParseInt(v[0], 10, 64)
 		switch {
-		case perr != nil && !isDigits(v[0]), ms < 0:
-			// Malformed or negative: the server asks for no retry.
+		case len(v) > 1, perr != nil && !isDigits(v[0]), ms < 0:
+			// Several values (which one would the server mean?),
+			// malformed or negative: the server asks for no retry
+			// (SPEC M2 round 3, as grpc-go reads it).
 			e.class = call.ServiceQuality
 		case perr != nil || ms > maxPushback: // digits too many for int64
 			e.pushback = maxPushback * time.Millisecond

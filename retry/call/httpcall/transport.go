@@ -1,10 +1,12 @@
-package call
+package httpcall
 
 import (
 	"context"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/readretry/readretry/retry/call"
 )
 
 // HeaderIdempotencyKey is the request header that makes a request safe to
@@ -18,8 +20,8 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 // abandoned and its connection closed.
 const DefaultMaxDrain = 64 << 10
 
-// Transport is an http.RoundTripper that retries requests under a Policy
-// (SPEC M1) and carries the flags of SPEC B5 in headers:
+// Transport is an http.RoundTripper that retries requests under a
+// call.Policy (SPEC M1) and carries the flags of SPEC B5 in headers:
 //
 //   - Only replayable requests are retried: by default those with an
 //     idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and a body
@@ -30,20 +32,21 @@ const DefaultMaxDrain = 64 << 10
 //     with status 400 or more becomes a [*StatusError] for the same
 //     judgement (408 and 504 are timeouts, 502 and 503 network errors, 429
 //     throttling, other 4xx business errors, other 5xx unknown — retried
-//     only if listed with WithRetryableCodes).
+//     only if listed with call.WithRetryableCodes).
 //   - A response that is retried is drained (up to MaxDrain bytes) and
 //     closed; the last one is returned to the caller as it is, unread.
 //   - Retry-After (seconds or an HTTP date) on a retried response is
 //     honoured: the wait is at least that long, capped by the policy's
-//     [WithMaxRetryAfter].
+//     call.WithMaxRetryAfter.
 //   - When the request's context ends, or its deadline would pass before
 //     the next attempt could start, RoundTrip returns at once with a nil
-//     response and a [*ContextError] wrapping the context's error and the
-//     last attempt's (a [*StatusError] for a response), the last response
-//     drained and closed — what [Do] returns in the same case (B7).
-//   - Every attempt carries HeaderAttempt (its number, counting any retry
-//     loop around the request, see [Attempt]) and HeaderFlag when the
-//     request's context has a retry flag.
+//     response and a [*call.ContextError] wrapping the context's error and
+//     the last attempt's (a [*StatusError] for a response), the last
+//     response drained and closed — what [call.Do] returns in the same case
+//     (B7).
+//   - Every attempt carries call.HeaderAttempt (its number, counting any
+//     retry loop around the request, see [call.Attempt]) and call.HeaderFlag
+//     when the request's context has a retry flag.
 //
 // The request passed in is never modified: each attempt sends a shallow copy
 // with its own header map. With per-attempt RPC timeouts in the policy, an
@@ -54,7 +57,7 @@ type Transport struct {
 	// Base sends each attempt; nil means http.DefaultTransport.
 	Base http.RoundTripper
 	// Policy decides the retries; nil means the defaults.
-	Policy *Policy
+	Policy *call.Policy
 	// Replayable reports whether a request may be sent more than once;
 	// nil means [IdempotentMethod]. It is the hook for idempotency keys:
 	// [IdempotentOrKeyed], or a predicate of an idempotency package.
@@ -85,9 +88,10 @@ func IdempotentOrKeyed(r *http.Request) bool {
 		r.Header.Get("X-Idempotency-Key") != ""
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper: it sends req, and again as the
+// policy allows, and returns the last attempt's response or error as the
+// Transport's doc describes.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	p := orDefault(t.Policy)
 	base := t.Base
 	if base == nil {
 		base = http.DefaultTransport
@@ -98,51 +102,51 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	replayable := t.replayable(req)
-	if p.budget != nil {
-		p.budget.Request()
+	var a call.Attempts
+	actx, err := a.Begin(ctx, t.Policy)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
 	}
-	outer := Attempt(ctx) - 1 // attempts of a retry loop around this request
-	var r runner
-	actx := r.begin(ctx, p)
+	outer := call.Attempt(ctx) - 1 // attempts of a retry loop around this request
 	for {
-		out := outgoing(req, actx, outer+r.made)
-		if r.made > 1 && hasBody(req) {
+		out := outgoing(req, actx, outer+a.Number())
+		if a.Number() > 1 && hasBody(req) {
 			body, err := req.GetBody()
 			if err != nil {
-				r.end()
+				a.End()
 				return nil, err
 			}
 			out.Body = body
 		}
 		resp, err := base.RoundTrip(out)
 		if !replayable || (err == nil && resp.StatusCode < 400) {
-			return t.finish(&r, resp), err
+			return finish(&a, resp), err
 		}
 		failure := err
 		if failure == nil {
 			failure = newStatusError(resp)
 		}
-		wait, timeout, stop := r.plan(failure)
-		if ce, ok := stop.(*ContextError); ok {
+		stop := a.Decide(failure)
+		if ce, ok := stop.(*call.ContextError); ok {
 			// The context ended, or its deadline would pass before the
 			// next attempt: the context's error, wrapping the last one,
-			// as from Do (B7); the last response is closed.
+			// as from call.Do (B7); the last response is closed.
 			if resp != nil {
 				t.drain(resp)
 			}
-			r.end()
+			a.End()
 			return nil, ce
 		}
 		if stop != nil {
 			// The loop ends before waiting: the caller gets the last
 			// response (or transport error) as it is.
-			return t.finish(&r, resp), err
+			return finish(&a, resp), err
 		}
 		if resp != nil {
 			t.drain(resp)
 		}
-		r.end()
-		if actx, err = r.proceed(failure, wait, timeout); err != nil {
+		if actx, err = a.Next(); err != nil {
 			return nil, err
 		}
 	}
@@ -159,17 +163,17 @@ func (t *Transport) replayable(req *http.Request) bool {
 }
 
 // finish hands resp to the caller, tying the attempt's timeout (if any) to
-// its body.
-func (t *Transport) finish(r *runner, resp *http.Response) *http.Response {
-	if r.cancel == nil {
+// its body: the caller reads the body under the attempt's deadline.
+func finish(a *call.Attempts, resp *http.Response) *http.Response {
+	cancel := a.Detach()
+	if cancel == nil {
 		return resp
 	}
 	if resp == nil || resp.Body == nil {
-		r.end()
+		cancel()
 		return resp
 	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: r.cancel}
-	r.cancel = nil
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	return resp
 }
 
@@ -195,7 +199,7 @@ func outgoing(req *http.Request, ctx context.Context, attempt int) *http.Request
 	if out.Header == nil {
 		out.Header = make(http.Header, 2)
 	}
-	inject(req.Context(), out.Header, attempt)
+	call.InjectAttempt(req.Context(), out.Header, attempt)
 	return out
 }
 
@@ -249,13 +253,13 @@ func newStatusError(resp *http.Response) *StatusError {
 // Error returns "call: http status " and the response's status line.
 func (e *StatusError) Error() string { return "call: http status " + e.Status }
 
-// RetryCode returns the status code ([Coded]).
+// RetryCode returns the status code ([call.Coded]).
 func (e *StatusError) RetryCode() int { return e.Code }
 
-// RetryClass returns StatusClass(e.Code) ([Classed]).
-func (e *StatusError) RetryClass() Class { return StatusClass(e.Code) }
+// RetryClass returns StatusClass(e.Code) ([call.Classed]).
+func (e *StatusError) RetryClass() call.Class { return StatusClass(e.Code) }
 
-// RetryAfter returns the Retry-After delay ([RetryAfter]).
+// RetryAfter returns the Retry-After delay ([call.RetryAfter]).
 func (e *StatusError) RetryAfter() time.Duration { return e.Wait }
 
 // StatusClass is the class of an HTTP status (SPEC B2): 408 Request Timeout
@@ -263,19 +267,19 @@ func (e *StatusError) RetryAfter() time.Duration { return e.Wait }
 // Unavailable are Network (the server was not reached or not ready); 429
 // Too Many Requests is ServiceQuality; any other 4xx is Business; any other
 // 5xx, and anything below 400, is Unknown.
-func StatusClass(code int) Class {
+func StatusClass(code int) call.Class {
 	switch code {
 	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return Timeout
+		return call.Timeout
 	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		return Network
+		return call.Network
 	case http.StatusTooManyRequests:
-		return ServiceQuality
+		return call.ServiceQuality
 	}
 	if code >= 400 && code < 500 {
-		return Business
+		return call.Business
 	}
-	return Unknown
+	return call.Unknown
 }
 
 // maxRetryAfterSeconds bounds a delta-seconds Retry-After before it is
@@ -308,21 +312,4 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(at.Sub(now), 0), true
-}
-
-// Handler is the server side of SPEC B5 for net/http: it reads the flags of
-// each incoming request from its headers ([Extract]) into the request's
-// context, where the policies of the calls the handler makes find them.
-// Install it on every service that makes retried calls.
-//
-// Trust boundary: the headers are believed as sent (see Extract for what a
-// caller can switch with them). Install it without options only behind the
-// edge, where every caller is a service of the same system; on a service
-// that outsiders reach, install Handler(next, Edge()), which ignores their
-// X-Retry-* headers and makes each request the entrance.
-func Handler(next http.Handler, opts ...ServerOption) http.Handler {
-	cfg := serverConfigOf(opts)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(extract(r.Context(), r.Header, cfg)))
-	})
 }

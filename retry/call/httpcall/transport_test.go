@@ -1,4 +1,4 @@
-package call
+package httpcall
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/readretry/readretry/retry/backoff"
+
+	"github.com/readretry/readretry/retry/call"
 )
 
 func mustRequest(t testing.TB, ctx context.Context, method, url string, body io.Reader) *http.Request {
@@ -110,8 +112,8 @@ func failThen(n, code int, header ...string) func(int, *http.Request) (*http.Res
 	}
 }
 
-func fastPolicy(t testing.TB, opts ...Option) *Policy {
-	return mustPolicy(t, append([]Option{WithBackoff(backoff.None{})}, opts...)...)
+func fastPolicy(t testing.TB, opts ...call.Option) *call.Policy {
+	return mustPolicy(t, append([]call.Option{call.WithBackoff(backoff.None{})}, opts...)...)
 }
 
 func TestTransportRetries(t *testing.T) {
@@ -127,14 +129,14 @@ func TestTransportRetries(t *testing.T) {
 		t.Fatalf("%d attempts", f.count())
 	}
 	for i, r := range f.reqs {
-		if got := r.Header.Get(HeaderAttempt); got != strconv.Itoa(i+1) {
-			t.Errorf("attempt %d sent %s=%q", i+1, HeaderAttempt, got)
+		if got := r.Header.Get(call.HeaderAttempt); got != strconv.Itoa(i+1) {
+			t.Errorf("attempt %d sent %s=%q", i+1, call.HeaderAttempt, got)
 		}
 		if r.Header.Get("Accept") != "application/json" || r == req {
 			t.Errorf("attempt %d: headers not copied or request reused", i+1)
 		}
 	}
-	if req.Header.Get(HeaderAttempt) != "" || len(req.Header) != 1 {
+	if req.Header.Get(call.HeaderAttempt) != "" || len(req.Header) != 1 {
 		t.Fatalf("caller's request modified: %v", req.Header)
 	}
 	// Intermediate bodies drained and closed; the last one left to the caller.
@@ -236,7 +238,7 @@ func TestTransportGetBodyFails(t *testing.T) {
 func TestTransportStatusClasses(t *testing.T) {
 	cases := []struct {
 		code int
-		opts []Option
+		opts []call.Option
 		want int
 	}{
 		{http.StatusServiceUnavailable, nil, 3},
@@ -244,11 +246,11 @@ func TestTransportStatusClasses(t *testing.T) {
 		{http.StatusGatewayTimeout, nil, 3}, // timeout, retried at the entrance
 		{http.StatusRequestTimeout, nil, 3},
 		{http.StatusTooManyRequests, nil, 1}, // throttled: never (B2)
-		{http.StatusTooManyRequests, []Option{WithRetryableCodes(429)}, 1},
+		{http.StatusTooManyRequests, []call.Option{call.WithRetryableCodes(429)}, 1},
 		{http.StatusNotFound, nil, 1},
 		{http.StatusInternalServerError, nil, 1}, // unknown
-		{http.StatusInternalServerError, []Option{WithRetryableCodes(500, 503)}, 3},
-		{http.StatusServiceUnavailable, []Option{WithRetryableCodes(500)}, 1}, // not listed
+		{http.StatusInternalServerError, []call.Option{call.WithRetryableCodes(500, 503)}, 3},
+		{http.StatusServiceUnavailable, []call.Option{call.WithRetryableCodes(500)}, 1}, // not listed
 		{http.StatusOK, nil, 1},
 		{http.StatusNotModified, nil, 1},
 	}
@@ -279,27 +281,37 @@ func TestTransportNetworkError(t *testing.T) {
 	}
 }
 
+// TestTransportRetryAfter: the Retry-After of a retried response reaches
+// the policy as the StatusError's wait, which call honours and caps (its
+// own tests: TestRetryAfterHonouredAndCapped).
 func TestTransportRetryAfter(t *testing.T) {
 	for _, c := range []struct {
-		header string
-		want   time.Duration
+		header   string
+		min, max time.Duration
 	}{
-		{"3600", 20 * time.Millisecond}, // capped
-		{"0", time.Millisecond},         // the backoff is longer
-		{time.Now().Add(time.Hour).UTC().Format(http.TimeFormat), 20 * time.Millisecond},
-		{"soon", time.Millisecond}, // unparsable: ignored
+		{"3600", time.Hour, time.Hour},
+		{"0", 0, 0},
+		{time.Now().Add(time.Hour).UTC().Format(http.TimeFormat), 58 * time.Minute, time.Hour},
+		{"soon", 0, 0}, // unparsable: ignored
 	} {
-		var s sleeps
-		p := s.hook(mustPolicy(t, WithBackoff(backoff.Constant{Wait: time.Millisecond}), WithMaxRetryAfter(20*time.Millisecond)))
+		var waits []time.Duration
+		p := mustPolicy(t, call.WithBackoff(backoff.None{}), call.WithMaxRetryAfter(time.Nanosecond),
+			call.WithClassifier(func(err error) call.Class {
+				var se *StatusError
+				if errors.As(err, &se) {
+					waits = append(waits, se.RetryAfter())
+				}
+				return call.Classify(err)
+			}))
 		f := &fakeRT{reply: failThen(1, http.StatusServiceUnavailable, "Retry-After", c.header)}
 		resp, err := (&Transport{Base: f, Policy: p}).RoundTrip(mustRequest(t, context.Background(), "GET", "http://svc/", nil))
-		if err != nil || resp.StatusCode != 200 || len(s.d) != 1 || s.d[0] != c.want {
-			t.Errorf("Retry-After %q: waits %v, want %v (err %v)", c.header, s.d, c.want, err)
+		if err != nil || resp.StatusCode != 200 || f.count() != 2 || len(waits) != 1 || waits[0] < c.min || waits[0] > c.max {
+			t.Errorf("Retry-After %q: waits %v, want [%v, %v] (err %v, %d attempts)", c.header, waits, c.min, c.max, err, f.count())
 		}
 	}
 	// A Retry-After past the context's deadline: RoundTrip returns at once
 	// with the context's error wrapping the 503, as Do does (B7).
-	p := mustPolicy(t, WithBackoff(backoff.None{}))
+	p := mustPolicy(t, call.WithBackoff(backoff.None{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	f := &fakeRT{reply: failThen(1, http.StatusServiceUnavailable, "Retry-After", "20")}
@@ -319,10 +331,10 @@ func TestTransportRetryAfter(t *testing.T) {
 // context.DeadlineExceeded and the 503, the 503's body closed, and no sleep
 // into the deadline.
 func TestTransportDeadlineBeforeBackoff(t *testing.T) {
-	p := mustPolicy(t, WithBackoff(backoff.Constant{Wait: time.Second}))
+	p := mustPolicy(t, call.WithBackoff(backoff.Constant{Wait: time.Second}))
 	check := func(t *testing.T, resp *http.Response, err error, took time.Duration) {
 		t.Helper()
-		var ce *ContextError
+		var ce *call.ContextError
 		var se *StatusError
 		if resp != nil || !errors.As(err, &ce) || !errors.Is(err, context.DeadlineExceeded) ||
 			!errors.As(err, &se) || se.Code != http.StatusServiceUnavailable || ce.Attempts != 1 {
@@ -366,7 +378,7 @@ func TestTransportDeadlineBeforeBackoff(t *testing.T) {
 }
 
 func TestTransportCancelDuringBackoff(t *testing.T) {
-	p := mustPolicy(t, WithBackoff(backoff.Constant{Wait: time.Hour}))
+	p := mustPolicy(t, call.WithBackoff(backoff.Constant{Wait: time.Hour}))
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fakeRT{reply: func(int, *http.Request) (*http.Response, error) {
 		time.AfterFunc(10*time.Millisecond, cancel)
@@ -384,12 +396,12 @@ func TestTransportCancelDuringBackoff(t *testing.T) {
 
 func TestTransportFlags(t *testing.T) {
 	f := &fakeRT{reply: failThen(1, http.StatusServiceUnavailable)}
-	ctx := WithEntrance(WithRetryFlag(context.Background(), "checkout"))
+	ctx := call.WithEntrance(call.WithRetryFlag(context.Background(), "checkout"))
 	if _, err := (&Transport{Base: f, Policy: fastPolicy(t)}).RoundTrip(mustRequest(t, ctx, "GET", "http://svc/", nil)); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range f.reqs {
-		if r.Header.Get(HeaderFlag) != "checkout" {
+		if r.Header.Get(call.HeaderFlag) != "checkout" {
 			t.Fatalf("flag not propagated: %v", r.Header)
 		}
 		for k := range r.Header {
@@ -401,17 +413,17 @@ func TestTransportFlags(t *testing.T) {
 	// Inside a Do loop, the header counts the outer attempts too.
 	f = &fakeRT{reply: failThen(0, 0)}
 	n := 0
-	Do(context.Background(), fastPolicy(t), func(ctx context.Context) error {
+	call.Do(context.Background(), fastPolicy(t), func(ctx context.Context) error {
 		n++
 		(&Transport{Base: f, Policy: fastPolicy(t)}).RoundTrip(mustRequest(t, ctx, "GET", "http://svc/", nil))
 		if n < 3 {
-			return errNet
+			return call.Mark(errors.New("connection reset"), call.Network)
 		}
 		return nil
 	})
 	var got []string
 	for _, r := range f.reqs {
-		got = append(got, r.Header.Get(HeaderAttempt))
+		got = append(got, r.Header.Get(call.HeaderAttempt))
 	}
 	if strings.Join(got, ",") != "1,2,3" {
 		t.Fatalf("attempt headers %v", got)
@@ -426,7 +438,7 @@ func TestTransportPerAttemptTimeout(t *testing.T) {
 		sent = req.Context()
 		return respond(200, "ok"), nil
 	}}
-	p := mustPolicy(t, WithSettings(backoff.Settings{InitialRPCTimeout: time.Minute, MaxAttempts: 2}))
+	p := mustPolicy(t, call.WithSettings(backoff.Settings{InitialRPCTimeout: time.Minute, MaxAttempts: 2}))
 	resp, err := (&Transport{Base: f, Policy: p}).RoundTrip(mustRequest(t, context.Background(), "GET", "http://svc/", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -481,35 +493,6 @@ func FuzzParseRetryAfter(f *testing.F) {
 	})
 }
 
-func FuzzExtract(f *testing.F) {
-	for _, s := range []string{"1", "2", " 3 ", "", "0", "-5", "abc", "1048576", "1048577", "99999999999999999999"} {
-		f.Add(s, "checkout")
-	}
-	f.Fuzz(func(t *testing.T, attempt, flag string) {
-		c := mapCarrier{HeaderAttempt: attempt, HeaderFlag: flag}
-		fl, ok := FlagsFrom(Extract(context.Background(), c))
-		if !ok {
-			t.Fatal("no flags")
-		}
-		switch {
-		case attempt == "" && (!fl.Entrance || fl.Attempt != 0):
-			t.Fatalf("no header: %+v", fl)
-		case attempt != "" && (fl.Entrance || fl.Attempt < 1 || fl.Attempt > maxAttemptHeader):
-			t.Fatalf("header %q: %+v", attempt, fl)
-		case len(flag) > MaxFlagLen && fl.Flag != "":
-			t.Fatalf("long flag kept")
-		case len(flag) <= MaxFlagLen && fl.Flag != flag:
-			t.Fatalf("flag %q lost", flag)
-		}
-		// What is injected again reads back the same.
-		out := mapCarrier{}
-		Inject(WithFlags(context.Background(), fl), out)
-		if out[HeaderAttempt] != "1" || out[HeaderFlag] != fl.Flag {
-			t.Fatalf("inject %v from %+v", out, fl)
-		}
-	})
-}
-
 // chainHop is one service of the seed 001 chain: it counts the requests it
 // gets and the attempt headers they carry.
 type chainHop struct {
@@ -519,7 +502,7 @@ type chainHop struct {
 
 func (h *chainHop) seen(r *http.Request) {
 	h.mu.Lock()
-	h.attempts = append(h.attempts, r.Header.Get(HeaderAttempt))
+	h.attempts = append(h.attempts, r.Header.Get(call.HeaderAttempt))
 	h.mu.Unlock()
 }
 
@@ -535,7 +518,7 @@ func forward(w http.ResponseWriter, r *http.Request, client *http.Client, url st
 	req, _ := http.NewRequestWithContext(r.Context(), "GET", url, nil)
 	resp, err := client.Do(req)
 	switch {
-	case err != nil && Classify(err) == Timeout:
+	case err != nil && call.Classify(err) == call.Timeout:
 		w.WriteHeader(http.StatusGatewayTimeout)
 	case err != nil:
 		w.WriteHeader(http.StatusBadGateway)
@@ -568,7 +551,7 @@ func TestChainTimeoutOnlyEntranceRetries(t *testing.T) {
 	baseB := &http.Transport{}
 	defer baseB.CloseIdleConnections()
 	clientB := &http.Client{Transport: &Transport{Base: baseB, Policy: mustPolicy(t,
-		WithSettings(backoff.Settings{InitialRPCTimeout: 100 * time.Millisecond, InitialRetryDelay: time.Millisecond, MaxAttempts: maxAttempts}))}}
+		call.WithSettings(backoff.Settings{InitialRPCTimeout: 100 * time.Millisecond, InitialRetryDelay: time.Millisecond, MaxAttempts: maxAttempts}))}}
 	svcB := httptest.NewServer(Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.seen(r)
 		forward(w, r, clientB, svcC.URL)
@@ -578,7 +561,7 @@ func TestChainTimeoutOnlyEntranceRetries(t *testing.T) {
 	baseA := &http.Transport{}
 	defer baseA.CloseIdleConnections()
 	clientA := &http.Client{Transport: &Transport{Base: baseA, Policy: mustPolicy(t,
-		WithSettings(backoff.Settings{InitialRPCTimeout: 5 * time.Second, InitialRetryDelay: time.Millisecond, MaxAttempts: maxAttempts}))}}
+		call.WithSettings(backoff.Settings{InitialRPCTimeout: 5 * time.Second, InitialRetryDelay: time.Millisecond, MaxAttempts: maxAttempts}))}}
 	svcA := httptest.NewServer(Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.seen(r)
 		forward(w, r, clientA, svcB.URL)
@@ -639,7 +622,7 @@ func TestRetryRequestNotRetriedDownstream(t *testing.T) {
 		down.Store(0)
 		req, _ := http.NewRequest("GET", svc.URL, nil)
 		if c.attempt != "" {
-			req.Header.Set(HeaderAttempt, c.attempt)
+			req.Header.Set(call.HeaderAttempt, c.attempt)
 		}
 		resp, err := (&http.Client{Transport: user}).Do(req)
 		if err != nil {
@@ -648,6 +631,23 @@ func TestRetryRequestNotRetriedDownstream(t *testing.T) {
 		resp.Body.Close()
 		if down.Load() != c.want {
 			t.Errorf("incoming attempt %q: downstream saw %d requests, want %d", c.attempt, down.Load(), c.want)
+		}
+	}
+}
+
+// TestStatusErrorClassify: call.Classify sees a StatusError's class through
+// its RetryClass (SPEC B2), as the Transport's policy does.
+func TestStatusErrorClassify(t *testing.T) {
+	for _, c := range []struct {
+		code int
+		want call.Class
+	}{
+		{503, call.Network}, {502, call.Network}, {504, call.Timeout}, {408, call.Timeout},
+		{429, call.ServiceQuality}, {400, call.Business}, {404, call.Business}, {500, call.Unknown},
+	} {
+		err := fmt.Errorf("wrapped: %w", &StatusError{Code: c.code})
+		if got := call.Classify(err); got != c.want {
+			t.Errorf("Classify(status %d) = %v, want %v", c.code, got, c.want)
 		}
 	}
 }
