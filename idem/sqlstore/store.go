@@ -198,8 +198,8 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 // scopedInsert is the claim of a scoped key (? placeholders): the INSERT
 // of plain claims as an INSERT … SELECT that inserts nothing when the
 // scope's live rows are at the quota or their results at the byte quota,
-// counted through the scope index in the same statement (SPEC I5 round
-// 3). Concurrent claims of one scope each count without the others, so a
+// counted in one pass over the scope index in the same statement (SPEC I5
+// round 3). Concurrent claims of one scope each count without the others, so a
 // scope may pass its quota by the claims it makes at one instant.
 // PostgreSQL needs the parameters of a SELECT list typed; MySQL a FROM
 // before WHERE.
@@ -216,8 +216,7 @@ func scopedInsert(d Dialect, t string) string {
 	}
 	return "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) SELECT " +
 		p(d.KeyType) + ", " + p("SMALLINT") + ", " + p("SMALLINT") + ", " + p("BIGINT") + ", " + p("BIGINT") + ", " + p(d.KeyType) +
-		from + " WHERE (SELECT COUNT(*) FROM " + t + " WHERE scope = ? AND expires_at > ?) < ?" +
-		" AND (SELECT COALESCE(SUM(size), 0) FROM " + t + " WHERE scope = ? AND expires_at > ?) < ?"
+		from + " WHERE (SELECT COUNT(*) < ? AND COALESCE(SUM(size), 0) < ? FROM " + t + " WHERE scope = ? AND expires_at > ?)"
 }
 
 // CreateTable creates the dedup table, and its scope index, if they do not
@@ -290,7 +289,7 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 		var err error
 		if scoped {
 			res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), now+ms, scope,
-				scope, now, s.quota, scope, now, s.maxBytes)
+				s.quota, s.maxBytes, scope, now)
 		} else {
 			_, err = s.db.ExecContext(ctx, s.qInsert, id, kind, state, int64(fence), now+ms)
 		}
