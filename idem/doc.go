@@ -17,12 +17,14 @@
 //
 //   - [Memory], here: the embedded default. Sharded, pointer-free slots,
 //     expiry through a timerwheel with no goroutine per key, bounded in
-//     entries and in result bytes, completed entries evicted oldest first
-//     before a claim is refused (ErrFull), an optional per-scope quota; a
-//     claim does not allocate. Deduplicates within one process.
+//     entries and in result bytes, per-scope quotas in entries and bytes
+//     on by default, completed entries evicted oldest first — the
+//     claimant's own scope's first — before a claim is refused (ErrFull);
+//     a claim does not allocate. Deduplicates within one process.
 //   - redisstore: on go-redis v9's UniversalClient (a single server,
-//     Sentinel or Cluster alike): SET NX PX for claims, Lua
-//     compare-and-set for completion and release, DEL for tokens.
+//     Sentinel or Cluster alike): Lua scripts that claim (SET NX PX),
+//     complete and release (compare-and-set on the fence) and keep a
+//     per-scope quota ledger in the same script; DEL for tokens.
 //     Deduplicates across every process sharing the Redis.
 //   - sqlstore: over database/sql, a dedup table with a unique index on the
 //     request ID (an insert that hits the index is a repeat), plus the
@@ -41,14 +43,18 @@
 // # The crash window
 //
 // A claim is held for a pending ttl, and Do and Middleware extend it
-// (Store.Extend, about three times per pending ttl, from one shared
-// background loop) for as long as the call runs. If the process that holds
-// it crashes before completing, the extensions stop and repeats are
-// answered "in progress" (ErrInProgress, HTTP 409) until the claim
-// expires; then the next repeat claims the key and runs the call. An
-// extension that cannot reach the store for a whole pending ttl (a store
-// outage, a process stalled that long) lets the claim expire under a live
-// call too, and its Complete then fails with ErrLost. So a business write
+// (Store.Extend, about three times per pending ttl, by a shared keeper
+// that extends the claims concurrently, soonest-expiring first, each under
+// a deadline of its own) for as long as the call runs, up to TTL.MaxHold.
+// If the process that holds it crashes before completing, the extensions
+// stop and repeats are answered "in progress" (ErrInProgress, HTTP 409)
+// until the claim expires; then the next repeat claims the key and runs
+// the call. An extension that cannot reach the store for a whole pending
+// ttl (a store outage, a process stalled that long) lets the claim expire
+// under a live call too, and its Complete then fails with ErrLost; failed
+// extensions are counted (ExtendFailures) and passed to the error
+// callback. A call that runs past TTL.MaxHold loses its claim the same
+// way (ErrMaxHold), so a hung handler cannot hold its key for ever. So a business write
 // that must never happen twice whatever the timing belongs inside the
 // database transaction — the event log of sqlstore.InTx — where the unique
 // index, not a clock, decides.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/readretry/readretry/retry/call"
 	"github.com/readretry/readretry/retry/call/httpcall"
@@ -23,9 +24,18 @@ const HeaderReplayed = "Idempotent-Replayed"
 // bytes, unless WithMaxBody says otherwise.
 const DefaultMaxBody = 1 << 20
 
-// errBodyTooLarge is returned by FingerprintBody's fingerprint for a body
-// over its limit; Middleware answers 413.
-var errBodyTooLarge = errors.New("idem: request body too large to fingerprint")
+// DefaultMaxRequestBody is the largest request body, in bytes, that the
+// default fingerprint ([FingerprintRequest]) reads: 1 MiB. A keyed unsafe
+// request with a longer body is answered 413 Content Too Large before
+// anything is claimed or stored (SPEC I5 round 3); raise the limit with
+// WithFingerprint(FingerprintBody(n)). The body is held in memory while the
+// handler runs, so the limit also bounds that memory per request.
+const DefaultMaxRequestBody = 1 << 20
+
+// ErrBodyTooLarge is returned by the fingerprints of FingerprintBody and
+// FingerprintRequest for a request body over their limit; Middleware
+// answers it with 413 Content Too Large and stores nothing.
+var ErrBodyTooLarge = errors.New("idem: request body too large to fingerprint")
 
 // Option configures [Middleware].
 type Option func(*middleware) error
@@ -60,9 +70,12 @@ type Fingerprint func(*http.Request) ([]byte, error)
 // third or so of ttl.Pending, so ttl.Pending bounds how long the claim of a
 // crashed process blocks repeats, not how long a handler may run; keep it
 // well above a store round trip and a GC pause (see the package comment).
+//
+// ttl.MaxHold (default DefaultTTL.MaxHold) bounds how long a running
+// handler keeps its key (see TTL). Zero fields keep the defaults.
 func WithTTL(ttl TTL) Option {
 	return func(m *middleware) error {
-		if ttl.Pending < 0 || ttl.Done < 0 {
+		if ttl.Pending < 0 || ttl.Done < 0 || ttl.MaxHold < 0 {
 			return fmt.Errorf("%w: negative TTL %+v", ErrInvalidConfig, ttl)
 		}
 		if ttl.Pending > 0 {
@@ -70,6 +83,9 @@ func WithTTL(ttl TTL) Option {
 		}
 		if ttl.Done > 0 {
 			m.ttl.Done = ttl.Done
+		}
+		if ttl.MaxHold > 0 {
+			m.ttl.MaxHold = ttl.MaxHold
 		}
 		return nil
 	}
@@ -89,7 +105,7 @@ func WithMaxBody(n int) Option {
 }
 
 // WithFingerprint sets how a request is identified beyond its key (default
-// [FingerprintRequestLine]). A repeat whose fingerprint differs from the
+// [FingerprintRequest]: method, path, query and body; SPEC I5 round 3). A repeat whose fingerprint differs from the
 // first request's gets 422 Unprocessable Content (the IETF Idempotency-Key
 // draft's answer to a key reused with another payload).
 func WithFingerprint(fingerprint Fingerprint) Option {
@@ -120,8 +136,11 @@ func WithRelease(release func(status int) bool) Option {
 }
 
 // WithErrorHandler receives the store errors Middleware answers with 503,
-// and answers that were sent but could not be stored (wrapping
-// ErrNotStored). The default drops them.
+// answers that were sent but could not be stored (wrapping ErrNotStored),
+// and failed extensions of a running handler's claim (wrapping the store's
+// error, or ErrMaxHold), the latter from a keeper goroutine. It must not
+// block. The default drops them (ExtendFailures still counts the failed
+// extensions).
 func WithErrorHandler(h func(*http.Request, error)) Option {
 	return func(m *middleware) error {
 		if h == nil {
@@ -141,10 +160,12 @@ func WithRequireKey() Option {
 	}
 }
 
-// FingerprintRequestLine is the default fingerprint: the SHA-256 of the
-// method, the escaped URL path and the raw query string — the payload of a
-// request without a body. A key reused for POST /transfer?amount=1000000
-// after POST /transfer?amount=1 is refused (422). It reads no body.
+// FingerprintRequestLine is a fingerprint over the request line only: the
+// SHA-256 of the method, the escaped URL path and the raw query string. A
+// key reused for POST /transfer?amount=1000000 after POST
+// /transfer?amount=1 is refused (422), but one reused with another body is
+// not: use it (WithFingerprint) only for APIs whose writes carry no body,
+// to save reading it. The default is [FingerprintRequest].
 //
 // SHA-256 rather than a fast 64-bit hash (xxhash): a client chooses the
 // payload, and with a hash that is not collision-resistant it could build
@@ -169,40 +190,55 @@ func writeRequestLine(h io.Writer, r *http.Request) {
 	h.Write([]byte{0})
 }
 
+// FingerprintRequest is the default fingerprint (SPEC I5 round 3): the
+// SHA-256 of the method, the escaped path, the raw query and the body, so a
+// key reused with another payload — another amount in the body of the same
+// POST — is refused with 422 instead of being answered with the first
+// request's response. It is FingerprintBody(DefaultMaxRequestBody): a body
+// over 1 MiB fails with ErrBodyTooLarge (413, nothing claimed or stored).
+func FingerprintRequest(r *http.Request) ([]byte, error) {
+	return fingerprintBody(r, DefaultMaxRequestBody)
+}
+
 // FingerprintBody returns a fingerprint over the method, the path, the
-// query and the whole body (SHA-256, see FingerprintRequestLine), for APIs
-// where a key reused with another payload must be refused. It reads the
-// body into memory — at most max bytes (≥ 0; math.MaxInt64 means no
-// limit); a larger body is answered 413 — and hands the handler a copy.
-// Errors: ErrInvalidConfig for a negative max.
+// query and the whole body (SHA-256, see FingerprintRequest) with another
+// body limit than the default's. It reads the body into memory — at most
+// max bytes (≥ 0; math.MaxInt64 means no limit); a larger body fails with
+// ErrBodyTooLarge, which Middleware answers 413 — and hands the handler a
+// copy. Errors: ErrInvalidConfig for a negative max.
 func FingerprintBody(max int64) (Fingerprint, error) {
 	if max < 0 {
 		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidConfig, max)
 	}
-	return func(r *http.Request) ([]byte, error) {
-		var body []byte
-		if r.Body != nil && r.Body != http.NoBody {
-			// Read max bytes, then probe for one more: max+1 would
-			// overflow at math.MaxInt64 (issue 17 item 9).
-			b, err := io.ReadAll(io.LimitReader(r.Body, max))
-			if err == nil && int64(len(b)) == max {
-				var one [1]byte
-				if n, _ := io.ReadFull(r.Body, one[:]); n > 0 {
-					err = errBodyTooLarge
-				}
+	return func(r *http.Request) ([]byte, error) { return fingerprintBody(r, max) }, nil
+}
+
+// fingerprintBody reads r's body (at most max bytes, else ErrBodyTooLarge),
+// gives r a copy to read again, and returns the SHA-256 of the request line
+// and the body.
+func fingerprintBody(r *http.Request, max int64) ([]byte, error) {
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		// Read max bytes, then probe for one more: max+1 would overflow
+		// at math.MaxInt64.
+		b, err := io.ReadAll(io.LimitReader(r.Body, max))
+		if err == nil && int64(len(b)) == max {
+			var one [1]byte
+			if n, _ := io.ReadFull(r.Body, one[:]); n > 0 {
+				err = ErrBodyTooLarge
 			}
-			_ = r.Body.Close()
-			if err != nil {
-				return nil, err
-			}
-			body = b
-			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
-		h := sha256.New()
-		writeRequestLine(h, r)
-		h.Write(body)
-		return h.Sum(nil), nil
-	}, nil
+		_ = r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	h := sha256.New()
+	writeRequestLine(h, r)
+	h.Write(body)
+	return h.Sum(nil), nil
 }
 
 // ReleaseNotProcessed is the default of WithRelease (SPEC I5): it releases
@@ -255,7 +291,10 @@ type middleware struct {
 //   - a repeat after the first completed: the stored answer, with
 //     Idempotent-Replayed: true;
 //   - a repeat while the first runs: 409 Conflict with Retry-After: 1;
-//   - a repeat with another fingerprint (see WithFingerprint): 422;
+//   - a repeat with another fingerprint (by default another method, path,
+//     query or body; see WithFingerprint): 422;
+//   - a body over the fingerprint's limit (DefaultMaxRequestBody): 413,
+//     nothing claimed;
 //   - a key that is not printable ASCII, or too long with its scope
 //     (ValidKey, ScopedKey): 400;
 //   - a request whose scope fails: 403;
@@ -285,7 +324,7 @@ func Middleware(store Store, scope Scope, opts ...Option) (func(http.Handler) ht
 		ttl:         DefaultTTL,
 		maxBody:     DefaultMaxBody,
 		scope:       scope,
-		fingerprint: FingerprintRequestLine,
+		fingerprint: FingerprintRequest,
 		release:     ReleaseNotProcessed,
 		onError:     func(*http.Request, error) {},
 	}
@@ -347,7 +386,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, err := m.fingerprint(r)
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
+		if errors.Is(err, ErrBodyTooLarge) {
 			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 		} else {
 			http.Error(w, "idempotency fingerprint: "+err.Error(), http.StatusBadRequest)
@@ -356,6 +395,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256(raw)
 	fp := sum[:]
+	taken := time.Now()
 	fence, state, record, err := claimOrState(r.Context(), m.store, skey, m.ttl.Pending)
 	switch {
 	case errors.Is(err, ErrQuota):
@@ -368,7 +408,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case state == Done:
 		m.replay(w, r, record, fp)
 	default:
-		m.first(w, r, skey, fence, fp)
+		m.first(w, r, skey, fence, taken, fp)
 	}
 }
 
@@ -380,10 +420,10 @@ func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, err err
 
 // first runs the handler for the caller that won the claim, extending the
 // claim while it runs, then stores its answer or releases the claim.
-func (m *middleware) first(w http.ResponseWriter, r *http.Request, key []byte, fence Fence, fp []byte) {
+func (m *middleware) first(w http.ResponseWriter, r *http.Request, key []byte, fence Fence, taken time.Time, fp []byte) {
 	cleanup := context.WithoutCancel(r.Context())
 	rec := &recorder{w: w, max: m.maxBody}
-	h := holdClaim(m.store, key, fence, m.ttl.Pending, func(err error) { m.onError(r, err) })
+	h := holdClaim(m.store, key, fence, taken, m.ttl.Pending, m.ttl.MaxHold, func(err error) { m.onError(r, err) })
 	done := false
 	defer func() {
 		if done {

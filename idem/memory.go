@@ -6,17 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/puzpuzpuz/xsync/v3"
-	"github.com/readretry/readretry/internal/ticker"
 	"github.com/readretry/readretry/timerwheel"
 )
+
+// The memory store's code is split by job: this file holds its
+// configuration, layout and Store methods; memory_index.go the per-shard
+// hash index, memory_arena.go the key arena, memory_expiry.go expiry and
+// the timing wheel, memory_quota.go scopes, quotas and eviction, and
+// memory_janitor.go the optional background expiry.
 
 // Defaults and limits of [MemoryConfig].
 const (
@@ -66,14 +68,27 @@ type MemoryConfig struct {
 	// MaxBytes bounds the stored results of all entries together, in bytes
 	// (the sum of their lengths); 0 means DefaultMaxBytes. It is split
 	// evenly over the shards like Capacity. With Capacity it bounds the
-	// heap the store holds: Capacity × (at most 344 bytes of slot, index,
-	// result header and key cell) + MaxBytes (SPEC I5).
+	// heap the store holds: Capacity × (at most 352 bytes of slot, index,
+	// result header and key cell, plus a few dozen bytes of scope ledger
+	// per scope) + MaxBytes (SPEC I5). With the defaults, one scope holds
+	// at most 4,096 entries and 4 MiB of results: a sixteenth of the
+	// store, whoever floods it.
 	MaxBytes int
-	// ScopeQuota, when > 0, is the most live claims (pending or done) one
-	// scope may hold: a Claim of a key made by ScopedKey whose scope is at
-	// its quota returns ErrQuota. Keys without a scope separator and
-	// tokens are not counted. 0 means no quota.
+	// ScopeQuota is the most live entries — claims, pending or done, and
+	// tokens — one scope (the scope of a key made by ScopedKey) may hold:
+	// a Claim or Issue of a scope at its quota returns ErrQuota
+	// (Middleware: 429). 0 means Capacity/16 (at least 1); a negative
+	// value turns quotas off, bytes included. Keys without a scope, or
+	// with the empty one (GlobalScope: one party), are not counted
+	// (SPEC I5 round 3).
 	ScopeQuota int
+	// ScopeMaxBytes is the most bytes of stored results one scope may
+	// hold: a Complete that would pass it first evicts the scope's own
+	// oldest done entries in its shard, and fails with ErrTooLarge if
+	// that is not enough (Middleware then stores the answer without its
+	// body). 0 means MaxBytes/16, raised to MaxResult if that is more; a
+	// value set below MaxResult is refused (ErrInvalidConfig).
+	ScopeMaxBytes int
 	// Tick is the resolution of the expiry timing wheel; 0 means
 	// DefaultMemoryTick.
 	Tick time.Duration
@@ -110,8 +125,9 @@ const (
 //
 // Each shard is a mutex, an open-addressing index ([]uint32, linear
 // probing, at most half full, backward-shift deletion, no tombstones), a
-// slab of 56-byte slots (hash, fence, expiry, timer handle, key offset and
-// length, state, generation, done-list links) and a byte arena holding the keys in
+// slab of 64-byte slots (hash, fence, expiry, timer handle, scope, key
+// offset and length, state, generation, done-list links, completion
+// number) and a byte arena holding the keys in
 // power-of-two cells of 16 to 256 bytes, recycled through per-size free
 // lists. None of these hold Go pointers, so the garbage collector does not
 // scan them however many entries there are (the fastcache/bigcache idea);
@@ -133,17 +149,21 @@ const (
 // since they are invisible and the call that needs room first expires what
 // is due — or until [Memory.Expire] or a [Janitor] advances it.
 //
-// # A full store
+// # A full store, and tenants
 //
-// Each shard keeps its completed entries in a list in order of completion.
-// A claim that finds its shard at its share of Capacity first evicts the
-// oldest completed entry, and a Complete whose result would take the shard
-// past its share of MaxBytes evicts the oldest completed entries until it
-// fits; only a shard holding nothing but pending claims and tokens answers
-// ErrFull. So junk that was answered and stored can never lock out new
-// claims (issue 17 item 5) — it only shortens how long old answers are
-// replayed, which [MemoryStats].Evictions counts. MemoryConfig.ScopeQuota
-// keeps one scope from evicting everyone else's answers.
+// Each scope (SPEC I5 round 3) has quotas in entries and in bytes of
+// results, on by default (MemoryConfig.ScopeQuota, ScopeMaxBytes), and
+// each shard keeps each scope's completed entries in order of completion.
+// A scope at its entry quota is refused (ErrQuota); a result past its
+// byte quota evicts that scope's oldest done entries. A claim that finds
+// its shard at its share of Capacity, or a result that would take it past
+// its share of MaxBytes, evicts the oldest done entry of the claimant's
+// own scope, or — if it has none there — of the scope holding the most
+// there; only a shard holding nothing but pending claims and tokens
+// answers ErrFull. So one scope's flood evicts or refuses only its own
+// entries, and junk that was answered and stored never locks out new
+// claims; [MemoryStats].Evictions counts each answer dropped before its
+// ttl. See memory_quota.go.
 type Memory struct {
 	shards     []memShard
 	shardShift uint // 64 - log2(len(shards)); a shift by 64 gives 0
@@ -155,8 +175,9 @@ type Memory struct {
 	capacity   int
 	maxResult  int
 	maxBytes   int
-	quota      int
-	scopes     *xsync.MapOf[uint64, int32] // scope hash → live claims; nil without a quota
+	quota      int // entries per scope; < 0: no quotas
+	scopeMax   int // result bytes per scope
+	stripes    []scopeStripe
 
 	lastAdvance atomic.Int64 // nanoseconds since start of the last lazy Advance
 	fire        func(id uint64)
@@ -197,11 +218,11 @@ type memShard struct {
 	bytes     int // total length of results
 	byteLimit int
 	fences    uint64
-	// The done list: Done slots (index+1) in order of completion, oldest
-	// at the head, linked through memSlot.prev/next. Eviction takes the
-	// head.
-	doneHead, doneTail uint32
-	_                  [64]byte // keeps neighbouring shards' mutexes off one cache line
+	// done holds, per scope id, the scope's Done slots in this shard in
+	// order of completion (see memory_quota.go); seq numbers completions.
+	done map[uint64]doneList
+	seq  uint32
+	_    [64]byte // keeps neighbouring shards' mutexes off one cache line
 }
 
 // memSlot is one entry; it holds no pointers (see Memory).
@@ -210,12 +231,13 @@ type memSlot struct {
 	fence      Fence
 	expires    int64 // nanoseconds since Memory.start
 	timer      timerwheel.Handle
+	scope      uint64 // scope id (scopeID); 0: unscoped
 	keyOff     uint32
-	keyLen     uint16
-	state      uint8
-	scoped     bool   // counted against its scope's quota
 	gen        uint32 // bumped when the slot is freed or its timer replaced
 	prev, next uint32 // done list neighbours (index+1; noSlot ends it)
+	seq        uint32 // completion number, for eviction ties
+	keyLen     uint16
+	state      uint8
 }
 
 // NewMemory returns an empty memory store for c. Errors wrap
@@ -262,8 +284,19 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 	} else if maxResult > shardBytes {
 		return nil, fmt.Errorf("%w: MaxResult %d exceeds a shard's share of MaxBytes (%d over %d shards)", ErrInvalidConfig, c.MaxResult, maxBytes, shards)
 	}
-	if c.ScopeQuota < 0 {
-		return nil, fmt.Errorf("%w: ScopeQuota %d is negative", ErrInvalidConfig, c.ScopeQuota)
+	quota := c.ScopeQuota
+	if quota == 0 {
+		quota = max(1, perShard*shards/16)
+	}
+	scopeBytes := c.ScopeMaxBytes
+	if scopeBytes == 0 {
+		scopeBytes = shardBytes * shards / 16
+	}
+	if quota > 0 && scopeBytes < maxResult {
+		if c.ScopeMaxBytes != 0 {
+			return nil, fmt.Errorf("%w: ScopeMaxBytes %d is below MaxResult %d", ErrInvalidConfig, c.ScopeMaxBytes, maxResult)
+		}
+		scopeBytes = maxResult
 	}
 	tick := c.Tick
 	if tick == 0 {
@@ -297,10 +330,12 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 		capacity:  perShard * shards,
 		maxResult: maxResult,
 		maxBytes:  shardBytes * shards,
-		quota:     c.ScopeQuota,
+		quota:     quota,
+		scopeMax:  scopeBytes,
+		stripes:   make([]scopeStripe, scopeStripes),
 	}
-	if m.quota > 0 {
-		m.scopes = xsync.NewMapOf[uint64, int32]()
+	for i := range m.stripes {
+		m.stripes[i].use = make(map[uint64]scopeUse)
 	}
 	bits := uint(0)
 	for 1<<bits < shards {
@@ -311,6 +346,7 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 		m.shards[i].limit = perShard
 		m.shards[i].byteLimit = shardBytes
 		m.shards[i].index = make([]uint32, 16)
+		m.shards[i].done = make(map[uint64]doneList)
 	}
 	m.fire = m.expireID
 	return m, nil
@@ -353,56 +389,7 @@ func (m *Memory) Len() int {
 	return n
 }
 
-// Expire reclaims every entry whose expiry is at or before now (rounded
-// down to the wheel's tick) and returns how many it reclaimed. Operations
-// call it lazily; call it yourself, or run a [Janitor], to return the
-// memory of an idle store. now must come from the store's clock.
-func (m *Memory) Expire(now time.Time) int {
-	return m.wheel.Advance(now, m.fire)
-}
-
-// now reads the clock once and, at most once per tick across all
-// goroutines, advances the wheel. It returns the time in nanoseconds since
-// start; at(rel) turns it back into a time.Time for the wheel, which only
-// the advancing call and a full store's retry need. With the default clock
-// it reads only the monotonic clock (time.Since), half the cost of
-// time.Now, which reads the wall clock too.
-func (m *Memory) now() int64 {
-	var rel int64
-	if m.clock == nil {
-		rel = int64(time.Since(m.start))
-	} else {
-		rel = int64(m.clock().Sub(m.start))
-	}
-	if last := m.lastAdvance.Load(); rel-last >= m.tick && m.lastAdvance.CompareAndSwap(last, rel) {
-		m.wheel.Advance(m.at(rel), m.fire)
-	}
-	return rel
-}
-
-// at is the time rel nanoseconds after start.
-func (m *Memory) at(rel int64) time.Time { return m.start.Add(time.Duration(rel)) }
-
-// clockNow returns the store's current time.
-func (m *Memory) clockNow() time.Time {
-	if m.clock == nil {
-		return time.Now()
-	}
-	return m.clock()
-}
-
 func (m *Memory) shardOf(h uint64) int { return int(h >> m.shardShift) }
-
-// expiry returns now+ttl in store time, or false if it would overflow.
-func expiry(now int64, ttl time.Duration) (int64, bool) {
-	if ttl <= 0 {
-		return 0, false
-	}
-	if int64(ttl) > math.MaxInt64-now {
-		return 0, false
-	}
-	return now + int64(ttl), true
-}
 
 // Claim implements [Store.Claim]. It does not allocate once the shard's
 // slabs have grown to the working set.
@@ -483,22 +470,45 @@ func (m *Memory) Complete(_ context.Context, key []byte, fence Fence, result []b
 		return err
 	}
 	defer sh.mu.Unlock()
+	s := &sh.slots[slot]
+	sid := s.scope
+	old := 0
+	if s.state == stDone {
+		old = len(sh.results[slot])
+	}
+	// The scope's byte quota: its own oldest done entries in this shard
+	// give way; if they cannot make room, nothing changes.
+	over := 0
+	if sid != 0 && m.quota >= 0 {
+		over = int(m.scopeBytes(sid)) - old + len(result) - m.scopeMax
+		if own := int(sh.done[sid].bytes) - old; over > own {
+			return ErrTooLarge
+		}
+	}
 	if err := m.retime(sh, si, slot, exp); err != nil {
 		return err
 	}
-	s := &sh.slots[slot]
-	old := 0
 	if s.state == stDone {
 		// Completed again by its holder: it moves to the tail.
 		sh.unlinkDone(slot)
-		old = len(sh.results[slot])
 	}
-	// Room for the result: the oldest done entries give way. maxResult
-	// is at most byteLimit, so evicting the others always makes room.
-	for sh.bytes-old+len(result) > sh.byteLimit && sh.doneHead != noSlot {
-		m.evict(sh, now)
+	for over > 0 {
+		v := sh.done[sid].head
+		over -= len(sh.results[v-1])
+		m.evict(sh, v, now)
+	}
+	// The shard's share of MaxBytes: the claimant's scope gives way
+	// first, then the scope holding the most bytes here. maxResult is
+	// at most byteLimit, so evicting the others always makes room.
+	for sh.bytes-old+len(result) > sh.byteLimit {
+		v := sh.victim(sid, true)
+		if v == noSlot {
+			break
+		}
+		m.evict(sh, v, now)
 	}
 	sh.bytes += len(result) - old
+	m.account(sid, 0, int64(len(result)-old))
 	s.state = stDone
 	sh.results[slot] = bytes.Clone(result)
 	sh.linkDone(slot)
@@ -546,37 +556,6 @@ func (m *Memory) held(key []byte, fence Fence, now int64) (sh *memShard, si int,
 		return nil, 0, 0, ErrLost
 	}
 	return sh, si, slot, nil
-}
-
-// retime moves the entry in slot of shard si (sh.mu held) to expire at
-// exp, store time, timer included. If the wheel cannot schedule it, the
-// entry is removed and the wheel's error mapped to the store's returned.
-func (m *Memory) retime(sh *memShard, si int, slot uint32, exp int64) error {
-	s := &sh.slots[slot]
-	deadline := m.start.Add(time.Duration(exp))
-	if !m.wheel.Reset(s.timer, deadline) {
-		// The old timer is being fired right now: give the slot a new
-		// generation so that the late fire ignores it, and a new timer.
-		s.gen++
-		th, err := m.wheel.Schedule(deadline, timerID(s.gen, slot, si))
-		if err != nil {
-			m.remove(sh, slot, false)
-			return wheelErr(err)
-		}
-		s.timer = th
-	}
-	s.expires = exp
-	return nil
-}
-
-// evict removes the shard's oldest done entry (the caller checked that
-// there is one), counting it as an eviction if it was still live.
-func (m *Memory) evict(sh *memShard, now int64) {
-	slot := sh.doneHead - 1
-	if sh.slots[slot].expires > now {
-		m.evictions.Add(1)
-	}
-	m.remove(sh, slot, true)
 }
 
 // Release implements [Store.Release].
@@ -638,57 +617,21 @@ func (m *Memory) Consume(_ context.Context, token []byte) (bool, error) {
 	return live, nil
 }
 
-func timerID(gen uint32, slot uint32, shard int) uint64 {
-	return uint64(gen)<<32 | uint64(slot)<<idShardBits | uint64(shard)
-}
-
-// wheelErr maps the wheel's errors to the store's.
-func wheelErr(err error) error {
-	switch {
-	case errors.Is(err, timerwheel.ErrFull):
-		return ErrFull
-	case errors.Is(err, timerwheel.ErrDeadline):
-		return ErrTTL
-	}
-	return err
-}
-
-// expireID is the wheel's fire callback: it reclaims the slot the timer
-// names unless the slot has moved on to another generation since.
-func (m *Memory) expireID(id uint64) {
-	sh := &m.shards[id&idShardMask]
-	slot := uint32(id>>idShardBits) & idSlotMask
-	gen := uint32(id >> 32)
-	sh.mu.Lock()
-	if int(slot) < len(sh.slots) {
-		if s := &sh.slots[slot]; s.state != stFree && s.gen == gen {
-			m.remove(sh, slot, false)
-		}
-	}
-	sh.mu.Unlock()
-}
-
 // insert stores a new entry; the caller holds sh.mu and has checked that
 // the key is absent.
 func (m *Memory) insert(sh *memShard, si int, h uint64, key []byte, st uint8, exp, now int64) (Fence, error) {
-	scoped := false
-	if m.quota > 0 && st == stPending {
-		if scope, ok := keyScope(key); ok {
-			if !m.charge(scope) {
-				m.quotaRefusals.Add(1)
-				return 0, ErrQuota
-			}
-			scoped = true
-		}
+	sid := m.scopeID(key)
+	if !m.charge(sid) {
+		m.quotaRefusals.Add(1)
+		return 0, ErrQuota
 	}
 	if sh.count >= sh.limit {
-		if sh.doneHead == noSlot {
-			if scoped {
-				m.refund(key)
-			}
+		v := sh.victim(sid, false)
+		if v == noSlot {
+			m.account(sid, -1, 0)
 			return 0, ErrFull
 		}
-		m.evict(sh, now)
+		m.evict(sh, v, now)
 	}
 	var slot uint32
 	if n := len(sh.free); n > 0 {
@@ -703,9 +646,7 @@ func (m *Memory) insert(sh *memShard, si int, h uint64, key []byte, st uint8, ex
 	th, err := m.wheel.Schedule(m.start.Add(time.Duration(exp)), timerID(s.gen, slot, si))
 	if err != nil {
 		sh.free = append(sh.free, slot)
-		if scoped {
-			m.refund(key)
-		}
+		m.account(sid, -1, 0)
 		return 0, wheelErr(err)
 	}
 	sh.fences++
@@ -714,212 +655,33 @@ func (m *Memory) insert(sh *memShard, si int, h uint64, key []byte, st uint8, ex
 	s.fence = fence
 	s.expires = exp
 	s.timer = th
+	s.scope = sid
 	s.keyOff = sh.keys.alloc(len(key))
 	s.keyLen = uint16(len(key))
 	s.state = st
-	s.scoped = scoped
 	copy(sh.keys.buf[s.keyOff:], key)
 	sh.count++
 	sh.place(slot)
 	return fence, nil
 }
 
-// remove frees slot; cancel says whether its timer is still pending.
+// remove frees slot; cancel says whether its timer is still pending. The
+// entry's scope gets its entry and bytes back.
 func (m *Memory) remove(sh *memShard, slot uint32, cancel bool) {
 	s := &sh.slots[slot]
 	if cancel {
 		m.wheel.Cancel(s.timer)
 	}
 	sh.unplace(slot)
+	n := len(sh.results[slot])
 	if s.state == stDone {
 		sh.unlinkDone(slot)
-		sh.bytes -= len(sh.results[slot])
+		sh.bytes -= n
 	}
-	if s.scoped {
-		m.refund(sh.keys.buf[s.keyOff : s.keyOff+uint32(s.keyLen)])
-	}
+	m.account(s.scope, -1, -int64(n))
 	sh.keys.release(s.keyOff, int(s.keyLen))
 	sh.results[slot] = nil
 	*s = memSlot{gen: s.gen + 1}
 	sh.free = append(sh.free, slot)
 	sh.count--
 }
-
-// charge counts one more live claim against scope's quota, or reports
-// false (counting nothing) when the scope is at its quota.
-func (m *Memory) charge(scope []byte) bool {
-	ok := true
-	m.scopes.Compute(maphash.Bytes(m.seed, scope), func(n int32, _ bool) (int32, bool) {
-		if int(n) >= m.quota {
-			ok = false
-			return n, n == 0
-		}
-		return n + 1, false
-	})
-	return ok
-}
-
-// refund undoes charge for the scope of key.
-func (m *Memory) refund(key []byte) {
-	scope, _ := keyScope(key)
-	m.scopes.Compute(maphash.Bytes(m.seed, scope), func(n int32, _ bool) (int32, bool) {
-		return n - 1, n <= 1
-	})
-}
-
-// linkDone appends slot to the tail of the done list.
-func (sh *memShard) linkDone(slot uint32) {
-	s := &sh.slots[slot]
-	s.prev, s.next = sh.doneTail, noSlot
-	if sh.doneTail != noSlot {
-		sh.slots[sh.doneTail-1].next = slot + 1
-	} else {
-		sh.doneHead = slot + 1
-	}
-	sh.doneTail = slot + 1
-}
-
-// unlinkDone removes slot from the done list.
-func (sh *memShard) unlinkDone(slot uint32) {
-	s := &sh.slots[slot]
-	if s.prev != noSlot {
-		sh.slots[s.prev-1].next = s.next
-	} else {
-		sh.doneHead = s.next
-	}
-	if s.next != noSlot {
-		sh.slots[s.next-1].prev = s.prev
-	} else {
-		sh.doneTail = s.prev
-	}
-	s.prev, s.next = noSlot, noSlot
-}
-
-// find returns the slot holding key in the given namespace.
-func (sh *memShard) find(h uint64, token bool, key []byte) (uint32, bool) {
-	mask := uint64(len(sh.index) - 1)
-	for p := h & mask; ; p = (p + 1) & mask {
-		v := sh.index[p]
-		if v == 0 {
-			return 0, false
-		}
-		s := &sh.slots[v-1]
-		if s.hash == h && (s.state == stToken) == token &&
-			bytes.Equal(sh.keys.buf[s.keyOff:s.keyOff+uint32(s.keyLen)], key) {
-			return v - 1, true
-		}
-	}
-}
-
-// place adds slot to the index, growing it to stay at most half full.
-func (sh *memShard) place(slot uint32) {
-	if 2*sh.count > len(sh.index) {
-		sh.grow()
-	}
-	sh.link(slot)
-}
-
-func (sh *memShard) link(slot uint32) {
-	mask := uint64(len(sh.index) - 1)
-	p := sh.slots[slot].hash & mask
-	for sh.index[p] != 0 {
-		p = (p + 1) & mask
-	}
-	sh.index[p] = slot + 1
-}
-
-func (sh *memShard) grow() {
-	old := sh.index
-	sh.index = make([]uint32, 2*len(old))
-	for _, v := range old {
-		if v != 0 {
-			sh.link(v - 1)
-		}
-	}
-}
-
-// unplace removes slot from the index by backward-shift deletion: later
-// entries of the probe run move up, so no tombstone is needed and probe
-// runs stay as short as the load allows.
-func (sh *memShard) unplace(slot uint32) {
-	mask := uint64(len(sh.index) - 1)
-	i := sh.slots[slot].hash & mask
-	for sh.index[i] != slot+1 {
-		i = (i + 1) & mask
-	}
-	for j := (i + 1) & mask; ; j = (j + 1) & mask {
-		v := sh.index[j]
-		if v == 0 {
-			break
-		}
-		home := sh.slots[v-1].hash & mask
-		// The entry at j may fill the hole at i unless its home lies
-		// cyclically in (i, j].
-		var stays bool
-		if i <= j {
-			stays = i < home && home <= j
-		} else {
-			stays = i < home || home <= j
-		}
-		if !stays {
-			sh.index[i] = v
-			i = j
-		}
-	}
-	sh.index[i] = 0
-}
-
-// keyArena holds keys in power-of-two cells of 16 to 256 bytes, recycled
-// through a free list per size: pointer-free, and no allocation once every
-// size in use has a free cell.
-type keyArena struct {
-	buf  []byte
-	free [keyClasses][]uint32
-}
-
-const keyClasses = 5 // cells of 16, 32, 64, 128 and 256 bytes
-
-func keyClass(n int) int {
-	c := 0
-	for 16<<c < n {
-		c++
-	}
-	return c
-}
-
-func (a *keyArena) alloc(n int) uint32 {
-	c := keyClass(n)
-	if f := a.free[c]; len(f) > 0 {
-		a.free[c] = f[:len(f)-1]
-		return f[len(f)-1]
-	}
-	off := len(a.buf)
-	a.buf = slices.Grow(a.buf, 16<<c)[:off+16<<c]
-	return uint32(off)
-}
-
-func (a *keyArena) release(off uint32, n int) {
-	c := keyClass(n)
-	a.free[c] = append(a.free[c], off)
-}
-
-// Janitor advances a Memory store's expiry wheel from one goroutine, so
-// that an idle store returns the memory of expired entries. It is
-// optional: operations reclaim lazily. Stop it to end the goroutine.
-type Janitor struct {
-	loop *ticker.Loop
-}
-
-// NewJanitor starts a goroutine that calls m.Expire with m's clock every
-// interval (> 0; a second is plenty: expiry itself does not depend on it).
-// Errors wrap ErrInvalidConfig for a nil store or a non-positive interval.
-func NewJanitor(m *Memory, interval time.Duration) (*Janitor, error) {
-	if m == nil || interval <= 0 {
-		return nil, fmt.Errorf("%w: janitor needs a store and a positive interval, got %v", ErrInvalidConfig, interval)
-	}
-	return &Janitor{loop: ticker.Start(interval, func(time.Time) { m.Expire(m.clockNow()) })}, nil
-}
-
-// Stop ends the janitor and waits for its goroutine to return. It may be
-// called more than once.
-func (j *Janitor) Stop() { j.loop.Stop() }

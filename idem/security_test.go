@@ -197,8 +197,9 @@ func TestScopeIsolationAndCookies(t *testing.T) {
 // fingerprint.
 func TestQueryIsPayload(t *testing.T) {
 	for name, fp := range map[string]idem.Fingerprint{
-		"default": idem.FingerprintRequestLine,
-		"body":    mustBodyFingerprint(t, 1<<10),
+		"default":      idem.FingerprintRequest,
+		"request line": idem.FingerprintRequestLine,
+		"body":         mustBodyFingerprint(t, 1<<10),
 	} {
 		t.Run(name, func(t *testing.T) {
 			store := newMemory(t, idem.MemoryConfig{Capacity: 64})
@@ -323,8 +324,10 @@ func TestFullStoreGivesWay(t *testing.T) {
 	if n := store.Len(); n != 0 {
 		t.Fatalf("%d junk 404s stored", n)
 	}
+	// Junk from 64 accounts (under the default quota each, capacity/16)
+	// fills the store; new claims evict the oldest junk.
 	for i := range capacity + 1000 {
-		if w := serve(h, "POST", "/orders", "junk-"+strconv.Itoa(i), junk, ""); w.Code != http.StatusCreated {
+		if w := serve(h, "POST", "/orders", "junk-"+strconv.Itoa(i), account("mallory-"+strconv.Itoa(i%64)), ""); w.Code != http.StatusCreated {
 			t.Fatalf("junk order %d = %d", i, w.Code)
 		}
 	}
@@ -338,6 +341,17 @@ func TestFullStoreGivesWay(t *testing.T) {
 	st := store.Stats()
 	if ok != 100 || st.Evictions < 1000+100 || st.FullRefusals != 0 {
 		t.Fatalf("%d of 100 legitimate keys served after the flood; stats %+v", ok, st)
+	}
+
+	// One account alone stops at the default quota, capacity/16 (429).
+	d := newMemory(t, idem.MemoryConfig{Capacity: capacity})
+	h = mustMiddleware(t, d, accountScope)(mux)
+	codes := map[int]int{}
+	for i := range capacity + 1000 {
+		codes[serve(h, "POST", "/orders", "junk-"+strconv.Itoa(i), junk, "").Code]++
+	}
+	if codes[http.StatusCreated] != capacity/16 || codes[http.StatusTooManyRequests] != capacity+1000-capacity/16 {
+		t.Fatalf("one account's %d orders answered %v; want %d served, the rest 429", capacity+1000, codes, capacity/16)
 	}
 
 	// With a quota, mallory's flood stops at her quota (429) and alice's

@@ -49,10 +49,12 @@ var (
 	// matched no row: the row's version moved on since it was read, or the
 	// row does not exist (SPEC I4, seed 003's CAS).
 	ErrConflict = errors.New("idem: version conflict")
-	// ErrQuota is returned by Memory's Claim when the key's scope (see
-	// ScopedKey) already holds MemoryConfig.ScopeQuota live entries, so that
+	// ErrQuota is returned by Claim and Issue of the stores of this module
+	// (Memory, redisstore, sqlstore) when the key's scope (see ScopedKey)
+	// already holds its quota of live entries, or of result bytes, so that
 	// one tenant cannot push every other tenant's stored answers out of a
-	// shared store (SPEC I5). Middleware maps it to 429 Too Many Requests.
+	// shared store or fill it (SPEC I5 round 3). Middleware maps it to
+	// 429 Too Many Requests.
 	ErrQuota = errors.New("idem: scope quota reached")
 )
 
@@ -141,15 +143,39 @@ type Store interface {
 // TTL says how long a key is kept: Pending bounds a claim whose call has
 // not completed and is no longer extended (its process crashed; see the
 // package comment), Done how long a completed call's result answers
-// repeats.
+// repeats, and MaxHold how long a claim is held at most, extensions
+// included, however long its call runs (SPEC I5 round 3). A zero field
+// means DefaultTTL's.
 type TTL struct {
 	Pending time.Duration
 	Done    time.Duration
+	// MaxHold bounds how long a running call keeps its key: extensions
+	// stop once the claim has been held this long (the error callback
+	// gets ErrMaxHold), and the claim expires at most Pending later, so a
+	// handler that hangs after its client left does not answer 409 to
+	// every repeat for ever. A repeat after that runs the call again,
+	// alongside the hung one: choose it well above the longest call that
+	// can still finish. Less than Pending means Pending: no extension.
+	MaxHold time.Duration
 }
 
 // DefaultTTL is 1 minute pending, 24 hours done (the retention most public
-// idempotency-key APIs document).
-var DefaultTTL = TTL{Pending: time.Minute, Done: 24 * time.Hour}
+// idempotency-key APIs document), held at most 10 minutes.
+var DefaultTTL = TTL{Pending: time.Minute, Done: 24 * time.Hour, MaxHold: 10 * time.Minute}
+
+// withDefaults returns t with its zero fields taken from DefaultTTL.
+func (t TTL) withDefaults() TTL {
+	if t.Pending == 0 {
+		t.Pending = DefaultTTL.Pending
+	}
+	if t.Done == 0 {
+		t.Done = DefaultTTL.Done
+	}
+	if t.MaxHold == 0 {
+		t.MaxHold = DefaultTTL.MaxHold
+	}
+	return t
+}
 
 // CheckKey returns ErrKey unless key is 1 to MaxKeyLen bytes. Stores call
 // it first; callers may use it to reject a bad key early.
@@ -237,20 +263,34 @@ const maxDoAttempts = 3
 //     replayed true, without running fn.
 //
 // While fn runs, its claim is extended (Store.Extend) every third or so of
-// ttl.Pending by one shared background loop, so a slow fn is not run twice;
-// only a crashed process leaves a claim to expire (see the package comment).
-// If the result cannot be stored, Do returns it with an error wrapping
-// ErrNotStored (see there). Release and Complete run under
+// ttl.Pending by a shared background keeper, for at most ttl.MaxHold, so a
+// slow fn is not run twice; only a crashed process (or a call running past
+// MaxHold) leaves a claim to expire (see the package comment). Failed
+// extensions are counted (ExtendFailures); DoWith also passes them to a
+// callback. If the result cannot be stored, Do returns it with an error
+// wrapping ErrNotStored (see there). Release and Complete run under
 // context.WithoutCancel(ctx), so a caller that went away does not leave its
 // claim behind. A zero ttl field means DefaultTTL's. fn must not retain the
 // key.
 func Do(ctx context.Context, s Store, key []byte, ttl TTL, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
-	if ttl.Pending == 0 {
-		ttl.Pending = DefaultTTL.Pending
-	}
-	if ttl.Done == 0 {
-		ttl.Done = DefaultTTL.Done
-	}
+	return DoWith(ctx, s, key, DoConfig{TTL: ttl}, fn)
+}
+
+// DoConfig configures DoWith.
+type DoConfig struct {
+	// TTL: see TTL; zero fields mean DefaultTTL's.
+	TTL TTL
+	// OnError, if not nil, receives the errors of extending the claim
+	// while fn runs (wrapping the store's error, ErrLost among them, or
+	// ErrMaxHold), from a keeper goroutine; it must not block. They are
+	// counted in ExtendFailures either way.
+	OnError func(error)
+}
+
+// DoWith is Do with a DoConfig: the same contract, plus c.OnError.
+func DoWith(ctx context.Context, s Store, key []byte, c DoConfig, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
+	ttl := c.TTL.withDefaults()
+	taken := time.Now()
 	fence, state, result, err := claimOrState(ctx, s, key, ttl.Pending)
 	switch {
 	case err != nil:
@@ -260,7 +300,7 @@ func Do(ctx context.Context, s Store, key []byte, ttl TTL, fn func(context.Conte
 	case state == Pending:
 		return nil, false, ErrInProgress
 	}
-	h := holdClaim(s, key, fence, ttl.Pending, nil)
+	h := holdClaim(s, key, fence, taken, ttl.Pending, ttl.MaxHold, c.OnError)
 	result, err = run(ctx, s, key, fence, h, fn)
 	if err != nil {
 		return nil, false, err

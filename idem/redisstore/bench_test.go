@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// BenchmarkRedisClaim is the Redis store's claim — one SET NX PX round
-// trip on loopback to a real redis-server started for the run — reported
+// BenchmarkRedisClaim is the Redis store's claim — one round trip (the
+// claim script by SHA) on loopback to a real redis-server started for the run — reported
 // beside the memory store's (idem.BenchmarkMemoryClaim). It skips without redis-server outside CI.
 func BenchmarkRedisClaim(b *testing.B) {
 	ctx := context.Background()
@@ -54,4 +54,33 @@ func BenchmarkRedisClusterClaim(b *testing.B) {
 		b.Fatal(err)
 	}
 	storetest.BenchClaims(b, s)
+}
+
+// BenchmarkRedisScopedClaim is BenchmarkRedisClaim's "new" with keys under
+// 64 scopes: the claim script then also prunes and updates the scope's
+// quota ledger (SPEC I5 round 3), still one round trip; on a single server
+// and on the three-master cluster.
+func BenchmarkRedisScopedClaim(b *testing.B) {
+	ctx := context.Background()
+	b.Run("server", func(b *testing.B) {
+		c := redis.NewClient(&redis.Options{Addr: redistest.Addr(b), PoolSize: 4 * runtime.GOMAXPROCS(0)})
+		defer c.Close()
+		if err := c.FlushDB(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: "bench:", ScopeQuota: 1 << 30})
+		if err != nil {
+			b.Fatal(err)
+		}
+		storetest.BenchScopedClaims(b, s)
+	})
+	b.Run("cluster", func(b *testing.B) {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.ClusterAddrs(b), PoolSize: 4 * runtime.GOMAXPROCS(0)})
+		defer c.Close()
+		s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: "bench:", ScopeQuota: 1 << 30})
+		if err != nil {
+			b.Fatal(err)
+		}
+		storetest.BenchScopedClaims(b, s)
+	})
 }

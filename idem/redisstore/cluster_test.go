@@ -85,13 +85,14 @@ func TestClusterEvictionPolicy(t *testing.T) {
 func TestClusterSlotMigration(t *testing.T) {
 	ctx := context.Background()
 	s, c := newClusterStore(t, redisstore.Options{Prefix: "mig:"})
-	// One hash tag puts both claims in one slot.
-	k1, k2 := []byte("{order-7}a"), []byte("{order-7}b")
+	// One scope puts both claims in one slot (the client's braces would
+	// not: see TestClusterClientKeyNoSlot).
+	k1, k2 := mustScoped(t, "order-7", "a"), mustScoped(t, "order-7", "b")
 	f1, err := s.Claim(ctx, k1, time.Minute)
 	if err != nil || f1 == 0 {
 		t.Fatal(f1, err)
 	}
-	slot, err := c.ClusterKeySlot(ctx, "mig:c:"+string(k1)).Result()
+	slot, err := c.ClusterKeySlot(ctx, s.RedisKey(k1)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +107,14 @@ func TestClusterSlotMigration(t *testing.T) {
 	must(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
 	must(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
 
-	// Mid-migration: k2 is not on the source, which answers ASK.
+	// Mid-migration: k2 is not on the source, which answers ASK; on the
+	// target its scope's ledger is missing, so the script (three keys) is
+	// answered TRYAGAIN, Redis's transient answer to a multi-key command
+	// whose keys are split by a migration (Middleware: 503, retried).
+	// Nothing is claimed then; it is claimed after the move.
 	f2, err := s.Claim(ctx, k2, time.Minute)
-	if err != nil || f2 == 0 {
-		t.Fatalf("Claim during the migration = %v, %v", f2, err)
+	if err != nil && !strings.Contains(err.Error(), "TRYAGAIN") || err == nil && f2 == 0 {
+		t.Fatalf("Claim during the migration = %v, %v; want a claim or TRYAGAIN", f2, err)
 	}
 	if f, err := s.Claim(ctx, k1, time.Minute); err != nil || f != 0 {
 		t.Fatalf("repeat of the held claim during the migration = %v, %v", f, err)
@@ -130,10 +135,15 @@ func TestClusterSlotMigration(t *testing.T) {
 	for _, n := range append([]*redis.Client{dst, src}, all...) {
 		must(n, "CLUSTER", "SETSLOT", slot, "NODE", dstID)
 	}
-	if n, _ := dst.Exists(ctx, "mig:c:"+string(k1), "mig:c:"+string(k2)).Result(); n != 2 {
-		t.Fatalf("%d of 2 claims on the new owner", n)
+	if n, _ := dst.Exists(ctx, s.RedisKey(k1)).Result(); n != 1 {
+		t.Fatal("the held claim is not on the new owner")
 	}
 
+	if f2 == 0 {
+		if f2, err = s.Claim(ctx, k2, time.Minute); err != nil || f2 == 0 {
+			t.Fatalf("Claim after the migration = %v, %v", f2, err)
+		}
+	}
 	// The client still thinks src owns the slot: MOVED, followed.
 	if err := s.Extend(ctx, k1, f1, time.Minute); err != nil {
 		t.Fatalf("Extend after the move: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/readretry/readretry/idem"
 	"github.com/readretry/readretry/idem/redisstore"
 	"github.com/readretry/readretry/internal/daemon"
 	"github.com/readretry/readretry/internal/redistest"
@@ -51,4 +52,14 @@ func newStore(tb testing.TB, o redisstore.Options) (*redisstore.Store, redis.Uni
 		tb.Fatal(err)
 	}
 	return s, c
+}
+
+// mustScoped is idem.ScopedKey(nil, scope, key) for a valid pair.
+func mustScoped(tb testing.TB, scope, key string) []byte {
+	tb.Helper()
+	k, err := idem.ScopedKey(nil, scope, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
 }

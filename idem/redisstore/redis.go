@@ -7,13 +7,25 @@
 // It takes a go-redis v9 [redis.UniversalClient], so the same code runs on
 // a single server, a failover (Sentinel) client or a Redis Cluster. On a
 // cluster, a script whose keys hash to different slots fails with
-// CROSSSLOT; every command and script here names exactly one key (KEYS[1]),
-// so each runs on the one node that owns that key's slot, and MOVED and
-// ASK redirections during a slot migration are followed by go-redis. A
-// script that ever needed two keys (a claim and its token, say) would have
-// to give both one hash tag, Prefix+"{"+key+"}…", so that they share a
-// slot; TestRedisScriptsOneKey checks that none does. It lives in its own
-// package so that users of idem's memory store do not link go-redis.
+// CROSSSLOT; every script here names one entry and, for a scoped key, its
+// scope's ledger, all under one hash tag, so each runs on the one node
+// that owns that slot, and MOVED and ASK redirections during a slot
+// migration are followed by go-redis (a scoped claim whose entry and
+// ledger a migration has split is answered TRYAGAIN, which is transient:
+// Middleware answers 503 with Retry-After). It lives in its own package so
+// that users of idem's memory store do not link go-redis.
+//
+// # Slots and quotas (SPEC I5 round 3)
+//
+// The hash tag is the hex xxhash64 of the key's scope (idem.ScopedKey), so
+// the scope — the integrator's name for the party — chooses the slot: one
+// tenant's entries share a slot by design, and its quota (Options
+// .ScopeQuota entries, Options.ScopeMaxBytes bytes of results, counted by a
+// ledger updated in the same script as each claim, completion, release and
+// consume) bounds what it can put there. A key without a scope, or with the
+// empty one (idem.GlobalScope: one party), gets the hash of the whole key
+// as its tag and no quota. Either way braces in a client's key choose
+// nothing: keys "{pin}-1", "{pin}-2", … spread over the cluster.
 //
 // # Eviction and failover
 //
@@ -36,9 +48,14 @@
 //
 // # Keys and values
 //
-// A claim of key K is stored at Prefix+"c:"+K, a token at Prefix+"t:"+K.
-// A pending claim's value is 'P' followed by the 8-byte fence (big endian);
-// a completed one is 'D', the fence, then the result. Completion and
+// A claim of key K is stored at Prefix+"c:{"+tag+"}"+K, a token at
+// Prefix+"t:{"+tag+"}"+K (Store.RedisKey, Store.RedisTokenKey); a scope's
+// ledger at Prefix+"q:{"+tag+"}" (a sorted set: entry → expiry) and that
+// name + "b" (a hash: entry → result bytes, "#" → total), expiring with
+// the scope's last entry. A pending claim's value is 'P' followed by the
+// 8-byte fence (big endian); a completed one is 'D', the fence, then the
+// result; a claim given up after a lost reply leaves 'R' and its fence for
+// the pending ttl, which only that claim treats as taken. Completion and
 // release compare the fence inside the script, so a caller whose claim
 // expired cannot overwrite or delete its successor's (ErrLost). Expiry is
 // Redis's own: nothing to reclaim, and a claim outlives a crashed client
@@ -47,13 +64,15 @@
 // # Cost
 //
 // Claim, Complete, Release, Extend, Consume and Issue are one round trip
-// each; Lookup is one GET. A repeat in idem.Do or idem.Middleware costs a Claim
+// each (a script, sent by SHA); Lookup is one GET. A repeat in idem.Do or idem.Middleware costs a Claim
 // and a Lookup. A script is sent by SHA (EVALSHA) and loaded on first use.
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +80,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/readretry/readretry/idem"
 	"github.com/readretry/readretry/idem/internal/fence"
 	"github.com/redis/go-redis/v9"
@@ -77,7 +97,9 @@ const DefaultMaxResult = idem.DefaultMaxResult
 // Options configures a [Store]. The zero value is usable.
 type Options struct {
 	// Prefix namespaces the store's keys; "" means DefaultPrefix. Stores
-	// with different prefixes on one Redis are independent.
+	// with different prefixes on one Redis are independent. It may not
+	// hold a brace (ErrInvalidConfig): a hash tag in it would put every key
+	// in one cluster slot.
 	Prefix string
 	// MaxResult is the longest result Complete accepts, in bytes; 0 means
 	// DefaultMaxResult.
@@ -90,7 +112,36 @@ type Options struct {
 	WarnOnEviction bool
 	// Logger receives that warning; nil means slog.Default().
 	Logger *slog.Logger
+	// ScopeQuota is the most live entries (claims, pending or done, and
+	// tokens) one scope (idem.ScopedKey) may hold; 0 means
+	// DefaultScopeQuota, a negative value no quota (and no ledger). A
+	// Claim or Issue over it fails with idem.ErrQuota (Middleware: 429).
+	// Keys without a scope or with the empty one (idem.GlobalScope) are
+	// one party's and not counted (SPEC I5 round 3).
+	ScopeQuota int
+	// ScopeMaxBytes is the most bytes of stored results one scope may
+	// hold; 0 means DefaultScopeMaxBytes. A Claim while the scope is at
+	// it fails with idem.ErrQuota, a Complete that would pass it with
+	// idem.ErrTooLarge (Middleware then stores the answer without its
+	// body). Ignored when ScopeQuota is negative.
+	ScopeMaxBytes int
+	// CleanupTimeout bounds how long a Claim whose reply was lost spends
+	// giving the claim up (see Store.Claim); 0 means
+	// DefaultCleanupTimeout.
+	CleanupTimeout time.Duration
 }
+
+// Defaults of Options (SPEC I5 round 3). With them, one scope holds at
+// most 10,000 entries and 8 MiB of results: about 8 MiB plus 10,000 ×
+// (its key twice, ~100 bytes of Redis overhead per key and ~100 per
+// ledger entry) — about 12 MiB with 36-byte keys. Size maxmemory for the
+// number of scopes that may be at their quota at once, and raise the
+// quota for a scope whose rate × TTL.Done is higher.
+const (
+	DefaultScopeQuota     = 10_000
+	DefaultScopeMaxBytes  = 8 << 20
+	DefaultCleanupTimeout = 5 * time.Second
+)
 
 // MsgEvictionPolicy is the message New logs under Options.WarnOnEviction
 // for a node whose maxmemory-policy allows eviction (attributes "addr",
@@ -105,9 +156,11 @@ var ErrEvictionPolicy = errors.New("redisstore: maxmemory-policy must be noevict
 // is the client's (one pooled connection per command in flight).
 type Store struct {
 	c         redis.UniversalClient
-	claim     string // prefix + "c:"
-	token     string // prefix + "t:"
+	prefix    string
 	maxResult int
+	quota     int // entries per scope; < 0: no quota, no ledger
+	maxBytes  int // result bytes per scope
+	cleanup   time.Duration
 
 	fences *fence.Source
 }
@@ -128,6 +181,12 @@ func New(ctx context.Context, c redis.UniversalClient, o Options) (*Store, error
 	if o.MaxResult < 0 {
 		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrInvalidConfig, o.MaxResult)
 	}
+	if o.ScopeMaxBytes < 0 || o.CleanupTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative ScopeMaxBytes %d or CleanupTimeout %v", ErrInvalidConfig, o.ScopeMaxBytes, o.CleanupTimeout)
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return nil, fmt.Errorf("%w: Prefix %q holds a brace, which would choose the cluster slot of every key", ErrInvalidConfig, o.Prefix)
+	}
 	if err := checkEviction(ctx, c, o); err != nil {
 		return nil, err
 	}
@@ -137,11 +196,22 @@ func New(ctx context.Context, c redis.UniversalClient, o Options) (*Store, error
 	if o.MaxResult == 0 {
 		o.MaxResult = DefaultMaxResult
 	}
+	if o.ScopeQuota == 0 {
+		o.ScopeQuota = DefaultScopeQuota
+	}
+	if o.ScopeMaxBytes == 0 {
+		o.ScopeMaxBytes = DefaultScopeMaxBytes
+	}
+	if o.CleanupTimeout == 0 {
+		o.CleanupTimeout = DefaultCleanupTimeout
+	}
 	return &Store{
 		c:         c,
-		claim:     o.Prefix + "c:",
-		token:     o.Prefix + "t:",
+		prefix:    o.Prefix,
 		maxResult: o.MaxResult,
+		quota:     o.ScopeQuota,
+		maxBytes:  o.ScopeMaxBytes,
+		cleanup:   o.CleanupTimeout,
 		fences:    fence.New(),
 	}, nil
 }
@@ -203,6 +273,7 @@ func checkEviction(ctx context.Context, c redis.UniversalClient, o Options) erro
 const (
 	tagPending = 'P'
 	tagDone    = 'D'
+	tagToken   = 'T'
 	valueHead  = 1 + 8 // tag and fence
 )
 
@@ -213,53 +284,236 @@ func pendingValue(f idem.Fence) []byte {
 	return v
 }
 
+// ledgerLua is the part every script shares: the scope's ledger. A script
+// called with three keys has KEYS[2], a sorted set of the scope's live
+// entries (member → expiry, Unix ms), and KEYS[3], a hash of their stored
+// bytes (member → bytes, "#" → the total); all three keys carry the
+// scope's hash tag, so they share a slot. Called with one key (an unscoped
+// key), a script keeps no ledger.
+const ledgerLua = `
+local function now_ms()
+	local t = redis.call('TIME')
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function forget(member)
+	local s = redis.call('HGET', KEYS[3], member)
+	redis.call('ZREM', KEYS[2], member)
+	if s then
+		redis.call('HDEL', KEYS[3], member)
+		if tonumber(s) ~= 0 then
+			redis.call('HINCRBY', KEYS[3], '#', -tonumber(s))
+		end
+	end
+end
+local function prune(now)
+	local old = redis.call('ZRANGE', KEYS[2], '-inf', now, 'BYSCORE', 'LIMIT', 0, 256)
+	for i = 1, #old do forget(old[i]) end
+end
+local function keep(now, exp)
+	for i = 2, 3 do
+		if redis.call('PTTL', KEYS[i]) < exp - now then
+			redis.call('PEXPIRE', KEYS[i], exp - now)
+		end
+	end
+end
+local function mine(v, fence)
+	return v and string.sub(v, 1, 1) ~= 'R' and string.sub(v, 2, 9) == fence
+end
+`
+
+// claimScript claims KEYS[1] with the value ARGV[1] ('P' and the fence, or
+// 'T' for a token) for ARGV[2] ms, unless a live entry holds it: 1 claimed,
+// 0 held, -1 the scope is at its quota of ARGV[3] entries or ARGV[4] bytes
+// (ARGV[5] is the entry's ledger member). A tombstone ('R' and a fence,
+// left by abandonScript) counts as absent, except for the claim whose
+// fence it carries: that claim's reply was lost and it was given up.
+var claimScript = redis.NewScript(claimSrc)
+
+const claimSrc = ledgerLua + `
+local v = redis.call('GET', KEYS[1])
+if v and (string.sub(v, 1, 1) ~= 'R' or string.sub(v, 2, 9) == string.sub(ARGV[1], 2, 9)) then
+	return 0
+end
+if #KEYS == 3 then
+	local now = now_ms()
+	prune(now)
+	forget(ARGV[5])
+	if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) or
+		tonumber(redis.call('HGET', KEYS[3], '#') or '0') >= tonumber(ARGV[4]) then
+		return -1
+	end
+	local exp = now + tonumber(ARGV[2])
+	redis.call('ZADD', KEYS[2], exp, ARGV[5])
+	redis.call('HSET', KEYS[3], ARGV[5], 0)
+	keep(now, exp)
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`
+
 // completeScript replaces the caller's claim — pending or already done,
 // with the caller's fence (ARGV[1], 8 bytes) after the tag byte — with the
-// done value (ARGV[2]) for ARGV[3] milliseconds; 0 if the claim is not the
-// caller's. (A holder may complete twice, as with the other stores.)
+// done value (ARGV[2]) for ARGV[3] milliseconds: 1; 0 if the claim is not
+// the caller's; -2 if the result's ARGV[6] bytes would take the scope past
+// ARGV[4] bytes (ARGV[5] is the ledger member). (A holder may complete
+// twice, as with the other stores.)
 var completeScript = redis.NewScript(completeSrc)
 
-const completeSrc = `
+const completeSrc = ledgerLua + `
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 2, 9) == ARGV[1] then
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if not mine(v, ARGV[1]) then
+	return 0
+end
+if #KEYS == 3 then
+	local now = now_ms()
+	prune(now)
+	local old = tonumber(redis.call('HGET', KEYS[3], ARGV[5]) or '0')
+	local size = tonumber(ARGV[6])
+	if tonumber(redis.call('HGET', KEYS[3], '#') or '0') - old + size > tonumber(ARGV[4]) then
+		return -2
+	end
+	local exp = now + tonumber(ARGV[3])
+	redis.call('HSET', KEYS[3], ARGV[5], size)
+	redis.call('HINCRBY', KEYS[3], '#', size - old)
+	redis.call('ZADD', KEYS[2], exp, ARGV[5])
+	keep(now, exp)
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+`
+
+// releaseScript deletes the claim if it is still the caller's: pending or
+// done with the caller's fence (ARGV[1], 8 bytes) after the tag byte, and
+// its ledger entry (member ARGV[2]).
+var releaseScript = redis.NewScript(releaseSrc)
+
+const releaseSrc = ledgerLua + `
+local v = redis.call('GET', KEYS[1])
+if mine(v, ARGV[1]) then
+	redis.call('DEL', KEYS[1])
+	if #KEYS == 3 then forget(ARGV[2]) end
 	return 1
 end
 return 0
 `
 
-// releaseScript deletes the claim if it is still the caller's: pending or
-// done with the caller's fence (ARGV[1], 8 bytes) after the tag byte.
-var releaseScript = redis.NewScript(releaseSrc)
+// abandonScript gives up a claim whose reply was lost (the caller does not
+// know whether claimScript ran): if the key holds the caller's claim (fence
+// ARGV[1]) it is released as by releaseScript (1); if the key is absent, a
+// tombstone 'R'+fence is left for ARGV[3] ms so that the claim, should it
+// still arrive, does not take the key (2); a key held by another is left
+// alone (0).
+var abandonScript = redis.NewScript(abandonSrc)
 
-const releaseSrc = `
+const abandonSrc = ledgerLua + `
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 2, 9) == ARGV[1] then
-	return redis.call('DEL', KEYS[1])
+if v then
+	if mine(v, ARGV[1]) then
+		redis.call('DEL', KEYS[1])
+		if #KEYS == 3 then forget(ARGV[2]) end
+		return 1
+	end
+	return 0
 end
-return 0
+redis.call('SET', KEYS[1], 'R' .. ARGV[1], 'PX', ARGV[3])
+return 2
 `
 
 // extendScript moves the expiry of the caller's pending claim (tag 'P',
 // fence ARGV[1]) to ARGV[2] milliseconds from now unless it is already
-// later; 0 if the key holds no pending claim of the caller's.
+// later, and its ledger entry (member ARGV[3]) with it; 0 if the key holds
+// no pending claim of the caller's.
 var extendScript = redis.NewScript(extendSrc)
 
-const extendSrc = `
+const extendSrc = ledgerLua + `
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 1) == 'P' and string.sub(v, 2, 9) == ARGV[1] then
 	if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
 		redis.call('PEXPIRE', KEYS[1], ARGV[2])
+		if #KEYS == 3 then
+			local now = now_ms()
+			redis.call('ZADD', KEYS[2], 'XX', 'GT', now + tonumber(ARGV[2]), ARGV[3])
+			keep(now, now + tonumber(ARGV[2]))
+		end
 	end
 	return 1
 end
 return 0
 `
 
+// consumeScript deletes the token KEYS[1] and its ledger entry (member
+// ARGV[1]); 1 if this call deleted it.
+var consumeScript = redis.NewScript(consumeSrc)
+
+const consumeSrc = ledgerLua + `
+local n = redis.call('DEL', KEYS[1])
+if n == 1 and #KEYS == 3 then forget(ARGV[1]) end
+return n
+`
+
 // fenceBytes is a fence as stored after a value's tag byte.
 func fenceBytes(f idem.Fence) []byte { return binary.BigEndian.AppendUint64(nil, uint64(f)) }
 
-// Claim implements idem.Store.Claim with SET key 'P'+fence NX PX ttl.
+// entry names the Redis keys of one store key: the entry itself and, for a
+// scoped key, the scope's ledger; member names the entry in the ledger.
+type entry struct {
+	keys   []string // the entry, then the ledger's set and hash (scoped keys only)
+	member string
+}
+
+// entryOf returns the Redis keys of key in namespace ns ('c' claims, 't'
+// tokens). The hash tag — the part of a key Redis Cluster hashes to pick a
+// slot — is the hex xxhash64 of key's scope (idem.ScopedKey), or of the
+// whole key when it has none or an empty one (idem.GlobalScope): a client's
+// key never chooses the slot, whatever braces it holds; a scope's entries
+// and ledger share one slot.
+func (s *Store) entryOf(ns byte, key []byte) entry {
+	scope, scoped := scopeOf(key)
+	var tag uint64
+	if scoped {
+		tag = xxhash.Sum64(scope)
+	} else {
+		tag = xxhash.Sum64(key)
+	}
+	var h [16]byte
+	hex.Encode(h[:], binary.BigEndian.AppendUint64(nil, tag))
+	name := s.prefix + string(ns) + ":{" + string(h[:]) + "}" + string(key)
+	if !scoped || s.quota < 0 {
+		return entry{keys: []string{name}}
+	}
+	ledger := s.prefix + "q:{" + string(h[:]) + "}"
+	return entry{keys: []string{name, ledger, ledger + "b"}, member: string(ns) + string(key)}
+}
+
+// scopeOf returns the scope of a key made by idem.ScopedKey, and false for
+// a key without a separator or with an empty scope (idem.GlobalScope: one
+// party, no quota).
+func scopeOf(key []byte) ([]byte, bool) {
+	i := bytes.LastIndexByte(key, idem.ScopeSeparator)
+	if i <= 0 {
+		return nil, false
+	}
+	return key[:i], true
+}
+
+// RedisKey returns the name of the Redis key that holds key's claim, for
+// operators and tests: Prefix, "c:", the hash tag, then key (see the
+// package comment). It does not touch Redis.
+func (s *Store) RedisKey(key []byte) string { return s.entryOf('c', key).keys[0] }
+
+// RedisTokenKey is RedisKey for a token: Prefix, "t:", the hash tag, then
+// token.
+func (s *Store) RedisTokenKey(token []byte) string { return s.entryOf('t', token).keys[0] }
+
+// Claim implements idem.Store.Claim with one script: SET of 'P'+fence with
+// PX ttl unless a live entry holds the key, and for a scoped key the scope's
+// ledger checked and updated in the same script (idem.ErrQuota when the
+// scope is at Options.ScopeQuota entries or Options.ScopeMaxBytes bytes).
+// If the reply is lost — the caller's context ends or the connection fails
+// after the command was sent — the claim may have been applied: it is
+// given up with its fence (abandonScript) under a context detached from
+// the caller's and bounded by Options.CleanupTimeout, and the error wraps
+// the caller's context error when there is one.
 func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.Fence, error) {
 	if err := idem.CheckKey(key); err != nil {
 		return 0, err
@@ -269,17 +523,43 @@ func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.
 		return 0, err
 	}
 	f := s.fences.Next()
-	ok, err := s.c.SetNX(ctx, s.claim+string(key), pendingValue(f), time.Duration(ms)*time.Millisecond).Result()
+	e := s.entryOf('c', key)
+	n, err := claimScript.Run(ctx, s.c, e.keys, pendingValue(f), ms, s.quota, s.maxBytes, e.member).Int()
 	if err != nil {
-		return 0, fmt.Errorf("redisstore: claim: %w", err)
+		return 0, s.lostReply(ctx, "claim", e, f, ms, err)
 	}
-	if !ok {
-		return 0, nil
+	switch n {
+	case 1:
+		return f, nil
+	case -1:
+		return 0, idem.ErrQuota
 	}
-	return f, nil
+	return 0, nil
 }
 
-// Complete implements idem.Store.Complete with a compare-and-set script.
+// lostReply handles a failed claim: unless Redis itself refused the
+// command (then nothing was applied), the claim is given up with its fence
+// under a detached, bounded context. The error wraps ctx's error, if ctx
+// ended, and err.
+func (s *Store) lostReply(ctx context.Context, op string, e entry, f idem.Fence, ms int64, err error) error {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cleanup)
+		if aerr := abandonScript.Run(cctx, s.c, e.keys, fenceBytes(f), e.member, ms).Err(); aerr != nil {
+			err = fmt.Errorf("%w; giving the claim up failed too: %w", err, aerr)
+		}
+		cancel()
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("redisstore: %s: %w: %w", op, cerr, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}
+
+// Complete implements idem.Store.Complete with a compare-and-set script
+// that also counts the result's bytes against the scope's quota
+// (idem.ErrTooLarge when it would pass Options.ScopeMaxBytes; nothing
+// stored, the claim still held).
 func (s *Store) Complete(ctx context.Context, key []byte, fence idem.Fence, result []byte, ttl time.Duration) error {
 	if err := idem.CheckKey(key); err != nil {
 		return err
@@ -295,12 +575,15 @@ func (s *Store) Complete(ctx context.Context, key []byte, fence idem.Fence, resu
 	done[0] = tagDone
 	binary.BigEndian.PutUint64(done[1:], uint64(fence))
 	done = append(done, result...)
-	n, err := completeScript.Run(ctx, s.c, []string{s.claim + string(key)}, fenceBytes(fence), done, ms).Int()
-	if err != nil {
+	e := s.entryOf('c', key)
+	n, err := completeScript.Run(ctx, s.c, e.keys, fenceBytes(fence), done, ms, s.maxBytes, e.member, len(result)).Int()
+	switch {
+	case err != nil:
 		return fmt.Errorf("redisstore: complete: %w", err)
-	}
-	if n == 0 {
+	case n == 0:
 		return idem.ErrLost
+	case n == -2:
+		return idem.ErrTooLarge
 	}
 	return nil
 }
@@ -310,7 +593,8 @@ func (s *Store) Release(ctx context.Context, key []byte, fence idem.Fence) error
 	if err := idem.CheckKey(key); err != nil {
 		return err
 	}
-	n, err := releaseScript.Run(ctx, s.c, []string{s.claim + string(key)}, fenceBytes(fence)).Int()
+	e := s.entryOf('c', key)
+	n, err := releaseScript.Run(ctx, s.c, e.keys, fenceBytes(fence), e.member).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
@@ -329,7 +613,8 @@ func (s *Store) Extend(ctx context.Context, key []byte, fence idem.Fence, ttl ti
 	if err != nil {
 		return err
 	}
-	n, err := extendScript.Run(ctx, s.c, []string{s.claim + string(key)}, fenceBytes(fence), ms).Int()
+	e := s.entryOf('c', key)
+	n, err := extendScript.Run(ctx, s.c, e.keys, fenceBytes(fence), ms, e.member).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: extend: %w", err)
 	}
@@ -344,7 +629,8 @@ func (s *Store) Lookup(ctx context.Context, key []byte, dst []byte) (idem.State,
 	if err := idem.CheckKey(key); err != nil {
 		return idem.Absent, dst, err
 	}
-	v, err := s.c.Get(ctx, s.claim+string(key)).Bytes()
+	name := s.entryOf('c', key).keys[0]
+	v, err := s.c.Get(ctx, name).Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return idem.Absent, dst, nil
@@ -354,11 +640,14 @@ func (s *Store) Lookup(ctx context.Context, key []byte, dst []byte) (idem.State,
 		return idem.Pending, dst, nil
 	case len(v) >= valueHead && v[0] == tagDone:
 		return idem.Done, append(dst, v[valueHead:]...), nil
+	case len(v) == valueHead && v[0] == 'R':
+		return idem.Absent, dst, nil // a given-up claim's tombstone
 	}
-	return idem.Absent, dst, fmt.Errorf("redisstore: lookup: key %q holds a value this store did not write", s.claim+string(key))
+	return idem.Absent, dst, fmt.Errorf("redisstore: lookup: key %q holds a value this store did not write", name)
 }
 
-// Issue implements idem.Store.Issue with SET NX PX.
+// Issue implements idem.Store.Issue with the claim script (a token counts
+// against its scope's quota like a claim: idem.ErrQuota).
 func (s *Store) Issue(ctx context.Context, token []byte, ttl time.Duration) error {
 	if err := idem.CheckKey(token); err != nil {
 		return err
@@ -367,23 +656,37 @@ func (s *Store) Issue(ctx context.Context, token []byte, ttl time.Duration) erro
 	if err != nil {
 		return err
 	}
-	ok, err := s.c.SetNX(ctx, s.token+string(token), "1", time.Duration(ms)*time.Millisecond).Result()
-	if err != nil {
+	e := s.entryOf('t', token)
+	n, err := claimScript.Run(ctx, s.c, e.keys, []byte{tagToken}, ms, s.quota, s.maxBytes, e.member).Int()
+	switch {
+	case err != nil:
 		return fmt.Errorf("redisstore: issue: %w", err)
-	}
-	if !ok {
+	case n == -1:
+		return idem.ErrQuota
+	case n == 0:
 		return idem.ErrExists
 	}
 	return nil
 }
 
-// Consume implements idem.Store.Consume with DEL: Redis runs commands one
-// at a time, so of any number of concurrent consumers exactly one sees 1.
+// Consume implements idem.Store.Consume with DEL (in a script that also
+// drops the token's ledger entry, for a scoped token): Redis runs commands
+// one at a time, so of any number of concurrent consumers exactly one sees
+// 1.
 func (s *Store) Consume(ctx context.Context, token []byte) (bool, error) {
 	if err := idem.CheckKey(token); err != nil {
 		return false, err
 	}
-	n, err := s.c.Del(ctx, s.token+string(token)).Result()
+	e := s.entryOf('t', token)
+	var n int
+	var err error
+	if len(e.keys) == 1 {
+		var n64 int64
+		n64, err = s.c.Del(ctx, e.keys[0]).Result()
+		n = int(n64)
+	} else {
+		n, err = consumeScript.Run(ctx, s.c, e.keys, e.member).Int()
+	}
 	if err != nil {
 		return false, fmt.Errorf("redisstore: consume: %w", err)
 	}

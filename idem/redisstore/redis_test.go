@@ -42,7 +42,7 @@ func testTTL(t *testing.T, s *redisstore.Store, c redis.UniversalClient) {
 	if err != nil || crashed == 0 {
 		t.Fatal(crashed, err)
 	}
-	pttl, err := c.PTTL(ctx, "ttl:c:req-1").Result()
+	pttl, err := c.PTTL(ctx, s.RedisKey(k)).Result()
 	if err != nil || pttl <= 0 || pttl > time.Second {
 		t.Fatalf("PTTL after SET NX EX 1 = %v, %v", pttl, err)
 	}
@@ -77,13 +77,13 @@ func testTTL(t *testing.T, s *redisstore.Store, c redis.UniversalClient) {
 	if err := s.Complete(ctx, k, f, []byte("ok"), 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if pttl, _ := c.PTTL(ctx, "ttl:c:req-1").Result(); pttl <= time.Second || pttl > 1500*time.Millisecond {
+	if pttl, _ := c.PTTL(ctx, s.RedisKey(k)).Result(); pttl <= time.Second || pttl > 1500*time.Millisecond {
 		t.Fatalf("PTTL after Complete(1.5s) = %v", pttl)
 	}
 	if err := s.Issue(ctx, []byte("tok"), 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if pttl, _ := c.PTTL(ctx, "ttl:t:tok").Result(); pttl <= 0 || pttl > 300*time.Millisecond {
+	if pttl, _ := c.PTTL(ctx, s.RedisTokenKey([]byte("tok"))).Result(); pttl <= 0 || pttl > 300*time.Millisecond {
 		t.Fatalf("token PTTL = %v", pttl)
 	}
 }
@@ -111,7 +111,7 @@ func TestRedisScriptsReload(t *testing.T) {
 func TestRedisForeignValue(t *testing.T) {
 	ctx := context.Background()
 	s, c := newStore(t, redisstore.Options{Prefix: "p:"})
-	c.Set(ctx, "p:c:k", "not ours", time.Minute)
+	c.Set(ctx, s.RedisKey([]byte("k")), "not ours", time.Minute)
 	if _, _, err := s.Lookup(ctx, []byte("k"), nil); err == nil || !strings.Contains(err.Error(), "did not write") {
 		t.Fatalf("Lookup of a foreign value = %v", err)
 	}

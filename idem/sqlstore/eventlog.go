@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,7 +110,13 @@ func (l *EventLog) Exists(ctx context.Context, q Querier, event string) (bool, e
 //   - if a concurrent InTx for the same event committed first, the insert
 //     hits the primary key, the transaction rolls back without calling fn
 //     (or, when the other was still open, after waiting for it on the
-//     index), and InTx returns nil.
+//     index), and InTx returns nil;
+//   - if the database kills the event insert to break a deadlock or a
+//     serialization conflict (IsRetryable: SQLSTATE 40001, 40P01, MySQL
+//     1213 — InnoDB does so to duplicates waiting behind an InTx that rolls
+//     back), nothing has run yet: InTx checks whether the event is now
+//     logged (then returns nil) and otherwise tries again, at most
+//     MaxInTxRetries transactions in all (SPEC I5 round 3).
 //
 // The event row is inserted before fn rather than after (the seed's order)
 // so that a concurrent duplicate waits on the event's index entry instead
@@ -123,11 +130,42 @@ func (l *EventLog) InTx(ctx context.Context, db *sql.DB, event string, fn func(c
 	if fn == nil {
 		return fmt.Errorf("%w: InTx with a nil fn", ErrInvalidConfig)
 	}
-	// The cheap check first: a repeat after commit does not open a write
-	// transaction at all.
-	if done, err := l.Exists(ctx, db, event); err != nil || done {
-		return err
+	for attempt := 0; ; attempt++ {
+		// The cheap check first: a repeat after commit does not open a
+		// write transaction at all; after a deadlock it tells whether
+		// the transaction that won has logged the event meanwhile.
+		if done, err := l.Exists(ctx, db, event); err != nil || done {
+			return err
+		}
+		err := l.once(ctx, db, event, fn)
+		if err == nil || !errors.Is(err, errRetryInsert) {
+			return err
+		}
+		if attempt+1 >= MaxInTxRetries {
+			return err
+		}
+		// A short pause lets the winner's transaction commit first.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sqlstore: InTx: %w: %w", ctx.Err(), err)
+		case <-time.After(time.Duration(attempt+1) * time.Millisecond):
+		}
 	}
+}
+
+// MaxInTxRetries bounds the transactions InTx begins for one call when the
+// event insert keeps being chosen as a deadlock or serialization victim
+// (SPEC I5 round 3): after that many, the error (wrapping the driver's) is
+// returned.
+const MaxInTxRetries = 5
+
+// errRetryInsert marks a serialization failure or deadlock at the event
+// insert: the transaction was rolled back before fn ran, so InTx may try
+// again.
+var errRetryInsert = errors.New("sqlstore: event insert chosen as deadlock or serialization victim")
+
+// once is one transaction of InTx: begin, insert the event, fn, commit.
+func (l *EventLog) once(ctx context.Context, db *sql.DB, event string, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlstore: InTx begin: %w", err)
@@ -139,8 +177,11 @@ func (l *EventLog) InTx(ctx context.Context, db *sql.DB, event string, fn func(c
 		}
 	}()
 	if _, err := tx.ExecContext(ctx, l.qInsert, []byte(event), l.clock().UnixMilli()); err != nil {
-		if l.d.isUnique(err) {
+		switch {
+		case l.d.isUnique(err):
 			return nil // logged by a concurrent InTx that committed
+		case IsRetryable(err):
+			return fmt.Errorf("%w: %w", errRetryInsert, err)
 		}
 		return fmt.Errorf("sqlstore: InTx log event: %w", err)
 	}
@@ -155,6 +196,29 @@ func (l *EventLog) InTx(ctx context.Context, db *sql.DB, event string, fn func(c
 	}
 	committed = true
 	return nil
+}
+
+// IsRetryable reports whether err (or an error it wraps) is a transaction
+// the database rolled back to break a conflict, which may succeed when
+// run again: SQLSTATE 40001 (serialization failure; MySQL and MariaDB
+// also report deadlocks so) or 40P01 (PostgreSQL deadlock) from an error
+// with a SQLState() string method (pgx), or MySQL error 1213 (deadlock)
+// or 1205 (lock wait timeout) in go-sql-driver/mysql's message.
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var state interface{ SQLState() string }
+	if errors.As(err, &state) {
+		switch state.SQLState() {
+		case "40001", "40P01":
+			return true
+		}
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "Error 1213") || strings.Contains(msg, "Error 1205") ||
+		strings.Contains(msg, "SQLSTATE 40001") || strings.Contains(msg, "SQLSTATE 40P01")
 }
 
 // Purge deletes the events logged before before and returns how many. Keep

@@ -14,7 +14,7 @@ func TestPostgresQueries(t *testing.T) {
 	}
 	want := map[string]string{
 		s.qInsert:   "INSERT INTO app.dedup (id, kind, state, fence, expires_at) VALUES ($1, $2, $3, $4, $5)",
-		s.qComplete: "UPDATE app.dedup SET state = $1, result = $2, expires_at = $3 WHERE id = $4 AND kind = $5 AND fence = $6 AND expires_at > $7",
+		s.qComplete: "UPDATE app.dedup SET state = $1, result = $2, size = $3, expires_at = $4 WHERE id = $5 AND kind = $6 AND fence = $7 AND expires_at > $8",
 		s.qRelease:  "DELETE FROM app.dedup WHERE id = $1 AND kind = $2 AND fence = $3 AND expires_at > $4",
 		s.qLookup:   "SELECT state, result FROM app.dedup WHERE id = $1 AND kind = $2 AND expires_at > $3",
 	}

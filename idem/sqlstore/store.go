@@ -32,10 +32,12 @@
 package sqlstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/readretry/readretry/idem"
@@ -64,7 +66,34 @@ type Config struct {
 	MaxResult int
 	// Clock returns the current time; nil means time.Now.
 	Clock func() time.Time
+	// ScopeQuota is the most live rows — claims, pending or done, and
+	// tokens — one scope (idem.ScopedKey, non-empty scope) may hold; 0
+	// means DefaultScopeQuota, a negative value no quota. A Claim or
+	// Issue over it fails with idem.ErrQuota (Middleware: 429). Rows
+	// without a scope, or with the empty one (idem.GlobalScope), are not
+	// counted (SPEC I5 round 3).
+	ScopeQuota int
+	// ScopeMaxBytes is the most bytes of stored results one scope may
+	// hold; 0 means DefaultScopeMaxBytes. A Claim or Issue while the scope
+	// holds that much fails with idem.ErrQuota; the claims it has running
+	// may still complete, so a scope can pass it by at most its running
+	// claims × MaxResult. Ignored when ScopeQuota is negative.
+	ScopeMaxBytes int
+	// CleanupTimeout bounds how long a Claim whose reply was lost spends
+	// deleting the claim (see Store.Claim); 0 means
+	// DefaultCleanupTimeout.
+	CleanupTimeout time.Duration
 }
+
+// Defaults of Config. With them one scope holds at most 10,000 rows and
+// 8 MiB of results (plus what its running claims complete), about 8 MiB
+// + 10,000 × (key, ~60 bytes of columns and the scope index entry) of
+// table and index — about 12 MiB with 36-byte keys and 16-byte scopes.
+const (
+	DefaultScopeQuota     = 10_000
+	DefaultScopeMaxBytes  = 8 << 20
+	DefaultCleanupTimeout = 5 * time.Second
+)
 
 // Row kinds and states. A claim row is pending or done; tokens have their
 // own kind, so a token and a request ID with the same bytes do not clash.
@@ -84,7 +113,9 @@ const (
 //	fence      BIGINT       NOT NULL
 //	expires_at BIGINT       NOT NULL  -- Unix milliseconds
 //	result     BLOB/BYTEA/LONGBLOB
-//	PRIMARY KEY (id, kind)
+//	scope      like id, NULL      -- the key's scope (quota), if any
+//	size       BIGINT NOT NULL DEFAULT 0  -- length of result
+//	PRIMARY KEY (id, kind), INDEX <table>_scope (scope, expires_at, size)
 //
 // Each method is one or two statements in autocommit mode; the unique
 // index decides every race. Keys are sent as bytes, so any key of 1 to
@@ -96,7 +127,11 @@ type Store struct {
 	maxResult int
 	clock     func() time.Time
 
-	qInsert, qDeleteExpired, qComplete, qRelease, qExtend, qHeld, qLookup, qConsume, qPurge string
+	cleanup  time.Duration
+	quota    int // rows per scope; < 0: no quota
+	maxBytes int // result bytes per scope
+
+	qInsert, qInsertScoped, qDeleteExpired, qComplete, qRelease, qAbandon, qExtend, qHeld, qLookup, qConsume, qPurge string
 
 	fences *fence.Source
 }
@@ -114,8 +149,20 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	if err := checkIdent("table", c.Table); err != nil {
 		return nil, err
 	}
-	if c.MaxResult < 0 {
-		return nil, fmt.Errorf("%w: negative MaxResult %d", ErrInvalidConfig, c.MaxResult)
+	if c.MaxResult < 0 || c.CleanupTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative MaxResult %d or CleanupTimeout %v", ErrInvalidConfig, c.MaxResult, c.CleanupTimeout)
+	}
+	if c.CleanupTimeout == 0 {
+		c.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if c.ScopeMaxBytes < 0 {
+		return nil, fmt.Errorf("%w: negative ScopeMaxBytes %d", ErrInvalidConfig, c.ScopeMaxBytes)
+	}
+	if c.ScopeQuota == 0 {
+		c.ScopeQuota = DefaultScopeQuota
+	}
+	if c.ScopeMaxBytes == 0 {
+		c.ScopeMaxBytes = DefaultScopeMaxBytes
 	}
 	if d.KeyType == "" || d.BlobType == "" {
 		return nil, fmt.Errorf("%w: dialect %q without KeyType or BlobType", ErrDialect, d.Name)
@@ -128,13 +175,16 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	}
 	t := c.Table
 	s := &Store{
-		db: db, d: d, table: t, maxResult: c.MaxResult, clock: c.Clock,
+		db: db, d: d, table: t, maxResult: c.MaxResult, clock: c.Clock, cleanup: c.CleanupTimeout,
+		quota: c.ScopeQuota, maxBytes: c.ScopeMaxBytes,
 		fences: fence.New(),
 
 		qInsert:        d.Rebind("INSERT INTO " + t + " (id, kind, state, fence, expires_at) VALUES (?, ?, ?, ?, ?)"),
+		qInsertScoped:  d.Rebind(scopedInsert(d, t)),
 		qDeleteExpired: d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at <= ?"),
-		qComplete:      d.Rebind("UPDATE " + t + " SET state = ?, result = ?, expires_at = ? WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
+		qComplete:      d.Rebind("UPDATE " + t + " SET state = ?, result = ?, size = ?, expires_at = ? WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
 		qRelease:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
+		qAbandon:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND fence = ?"),
 		qExtend: d.Rebind("UPDATE " + t + " SET expires_at = CASE WHEN expires_at < ? THEN ? ELSE expires_at END" +
 			" WHERE id = ? AND kind = ? AND state = ? AND fence = ? AND expires_at > ?"),
 		qHeld:    d.Rebind("SELECT state FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
@@ -145,8 +195,44 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	return s, nil
 }
 
-// CreateTable creates the dedup table if it does not exist.
+// scopedInsert is the claim of a scoped key (? placeholders): the INSERT
+// of plain claims as an INSERT … SELECT that inserts nothing when the
+// scope's live rows are at the quota or their results at the byte quota,
+// counted in one pass over the scope index in the same statement (SPEC I5
+// round 3). Concurrent claims of one scope each count without the others, so a
+// scope may pass its quota by the claims it makes at one instant.
+// PostgreSQL needs the parameters of a SELECT list typed; MySQL a FROM
+// before WHERE.
+func scopedInsert(d Dialect, t string) string {
+	p := func(typ string) string {
+		if d.Name == Postgres.Name {
+			return "CAST(? AS " + typ + ")"
+		}
+		return "?"
+	}
+	from := ""
+	if d.Name == MySQL.Name {
+		from = " FROM DUAL"
+	}
+	return "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) SELECT " +
+		p(d.KeyType) + ", " + p("SMALLINT") + ", " + p("SMALLINT") + ", " + p("BIGINT") + ", " + p("BIGINT") + ", " + p(d.KeyType) +
+		from + " WHERE (SELECT COUNT(*) < ? AND COALESCE(SUM(size), 0) < ? FROM " + t + " WHERE scope = ? AND expires_at > ?)"
+}
+
+// CreateTable creates the dedup table, and its scope index, if they do not
+// exist. A table created before SPEC I5 round 3 lacks the scope and size
+// columns and the index; add them by migration:
+//
+//	ALTER TABLE idem_dedup ADD COLUMN scope <KeyType> NULL;
+//	ALTER TABLE idem_dedup ADD COLUMN size BIGINT NOT NULL DEFAULT 0;
+//	CREATE INDEX idem_dedup_scope ON idem_dedup (scope, expires_at, size)
+//		WHERE scope IS NOT NULL; -- MySQL: without WHERE
 func (s *Store) CreateTable(ctx context.Context) error {
+	name := s.table[strings.LastIndexByte(s.table, '.')+1:] + "_scope"
+	inline := ""
+	if s.d.Name == MySQL.Name {
+		inline = ",\n\tINDEX " + name + " (scope, expires_at, size)"
+	}
 	_, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+s.table+` (
 	id `+s.d.KeyType+` NOT NULL,
 	kind SMALLINT NOT NULL,
@@ -154,12 +240,30 @@ func (s *Store) CreateTable(ctx context.Context) error {
 	fence BIGINT NOT NULL,
 	expires_at BIGINT NOT NULL,
 	result `+s.d.BlobType+`,
-	PRIMARY KEY (id, kind)
+	scope `+s.d.KeyType+` NULL,
+	size BIGINT NOT NULL DEFAULT 0,
+	PRIMARY KEY (id, kind)`+inline+`
 )`)
+	if err == nil && inline == "" {
+		// Partial: rows without a scope (most, in a single-tenant
+		// service) cost their INSERT no index entry.
+		_, err = s.db.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS "+name+" ON "+s.table+" (scope, expires_at, size) WHERE scope IS NOT NULL")
+	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
 	}
 	return nil
+}
+
+// scopeOf returns the scope of a key made by idem.ScopedKey, and false for
+// a key without a separator or with an empty scope (one party, no quota),
+// or when the store keeps no quota.
+func (s *Store) scopeOf(key []byte) ([]byte, bool) {
+	i := bytes.LastIndexByte(key, idem.ScopeSeparator)
+	if i <= 0 || s.quota < 0 {
+		return nil, false
+	}
+	return key[:i], true
 }
 
 func (s *Store) nowMillis() int64 { return s.clock().UnixMilli() }
@@ -178,19 +282,41 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 		return false, err
 	}
 	id := key
+	scope, scoped := s.scopeOf(key)
 	for attempt := 0; ; attempt++ {
 		now := s.nowMillis()
-		_, err := s.db.ExecContext(ctx, s.qInsert, id, kind, state, int64(fence), now+ms)
+		var res sql.Result
+		var err error
+		if scoped {
+			res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), now+ms, scope,
+				s.quota, s.maxBytes, scope, now)
+		} else {
+			_, err = s.db.ExecContext(ctx, s.qInsert, id, kind, state, int64(fence), now+ms)
+		}
 		if err == nil {
+			if scoped {
+				if n, err := res.RowsAffected(); err != nil || n == 0 {
+					if err != nil {
+						return false, fmt.Errorf("sqlstore: %s: %w", op, err)
+					}
+					return false, idem.ErrQuota
+				}
+			}
 			return true, nil
 		}
 		if !s.d.isUnique(err) {
+			if fence != 0 {
+				err = s.abandon(ctx, key, kind, fence, err)
+			}
+			if cerr := ctx.Err(); cerr != nil {
+				return false, fmt.Errorf("sqlstore: %s: %w: %w", op, cerr, err)
+			}
 			return false, fmt.Errorf("sqlstore: %s: %w", op, err)
 		}
 		if attempt > 0 {
 			return false, nil
 		}
-		res, err := s.db.ExecContext(ctx, s.qDeleteExpired, id, kind, now)
+		res, err = s.db.ExecContext(ctx, s.qDeleteExpired, id, kind, now)
 		n, err := rowsAffected(op, res, err)
 		if err != nil {
 			return false, err
@@ -201,8 +327,28 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 	}
 }
 
+// abandon deletes the row a failed claim insert may have written — the
+// database may have committed it and only the reply was lost (the caller's
+// context ended, the connection broke) — by its fence, which no other
+// claim has, under a context detached from ctx and bounded by
+// Config.CleanupTimeout. It returns err, joined with the DELETE's error if
+// that failed too.
+func (s *Store) abandon(ctx context.Context, key []byte, kind int, fence idem.Fence, err error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cleanup)
+	defer cancel()
+	if _, derr := s.db.ExecContext(cctx, s.qAbandon, key, kind, int64(fence)); derr != nil {
+		return fmt.Errorf("%w; deleting the claim failed too: %w", err, derr)
+	}
+	return err
+}
+
 // Claim implements idem.Store.Claim: INSERT; a unique violation on a live
-// row means another claim holds the key.
+// row means another claim holds the key. If the INSERT fails otherwise,
+// it may still have committed with its reply lost (SPEC I5 round 3): the
+// row is deleted by its fence under a detached, bounded context, and the
+// error wraps the caller's context error when ctx has ended. (An INSERT
+// still running on the server when that DELETE arrives is not caught: its
+// claim then expires after its ttl.)
 func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.Fence, error) {
 	f := s.fences.Next()
 	ok, err := s.insert(ctx, "claim", key, kindClaim, statePending, f, ttl)
@@ -229,7 +375,7 @@ func (s *Store) Complete(ctx context.Context, key []byte, fence idem.Fence, resu
 		result = []byte{} // NULL would read back as "no result"; keep it empty
 	}
 	now := s.nowMillis()
-	res, err := s.db.ExecContext(ctx, s.qComplete, stateDone, result, now+ms, key, kindClaim, int64(fence), now)
+	res, err := s.db.ExecContext(ctx, s.qComplete, stateDone, result, len(result), now+ms, key, kindClaim, int64(fence), now)
 	return s.affected(ctx, "complete", key, fence, false, res, err)
 }
 
@@ -305,7 +451,8 @@ func (s *Store) Lookup(ctx context.Context, key []byte, dst []byte) (idem.State,
 	return idem.Pending, dst, nil
 }
 
-// Issue implements idem.Store.Issue: INSERT of a token row.
+// Issue implements idem.Store.Issue: INSERT of a token row (counted
+// against its scope's quota like a claim: idem.ErrQuota).
 func (s *Store) Issue(ctx context.Context, token []byte, ttl time.Duration) error {
 	ok, err := s.insert(ctx, "issue", token, kindToken, statePending, 0, ttl)
 	if err != nil {

@@ -86,6 +86,8 @@ func start(path string, extra func(dir string) ([]string, error)) (*Server, erro
 		"--dir", dir,
 		"--daemonize", "no",
 		"--loglevel", "warning",
+		// DEBUG SLEEP stalls the server in tests that lose a reply.
+		"--enable-debug-command", "local",
 	}
 	if extra != nil {
 		more, err := extra(dir)

@@ -22,6 +22,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,6 +291,16 @@ func (s *Server) waitReady(dsn string) (*sql.DB, error) {
 // tables. At most maxConns connections are open at once.
 func (s *Server) Open(tb testing.TB, maxConns int) *sql.DB {
 	tb.Helper()
+	return s.OpenVia(tb, maxConns, s.addr)
+}
+
+// Addr returns the server's host:port on 127.0.0.1.
+func (s *Server) Addr() string { return s.addr }
+
+// OpenVia is Open, connecting to addr — a Proxy in front of Addr — instead
+// of the server itself.
+func (s *Server) OpenVia(tb testing.TB, maxConns int, addr string) *sql.DB {
+	tb.Helper()
 	s.mu.Lock()
 	s.n++
 	name := "t" + strconv.Itoa(s.n)
@@ -304,6 +316,9 @@ func (s *Server) Open(tb testing.TB, maxConns int) *sql.DB {
 			tb.Fatal(err)
 		}
 		dsn = s.dsn(name)
+	}
+	if addr != s.addr {
+		dsn = strings.Replace(dsn, s.addr, addr, 1)
 	}
 	db, err := sql.Open(s.Driver, dsn)
 	if err != nil {
@@ -339,4 +354,106 @@ func MariaDB(tb testing.TB) *Server {
 func StopAll() {
 	sharedPostgres.Stop((*Server).Stop)
 	sharedMariaDB.Stop((*Server).Stop)
+}
+
+// Proxy forwards TCP connections on 127.0.0.1 to a server and can drop
+// the server's replies, to make a client's reply get lost after the
+// server acted on its request. Close it (tb.Cleanup does) to end its
+// goroutines.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  map[*proxyConn]struct{}
+	wg     sync.WaitGroup
+}
+
+type proxyConn struct {
+	client, server net.Conn
+	stalled        atomic.Bool
+}
+
+// StartProxy starts a proxy to target (host:port) and closes it when tb
+// ends.
+func StartProxy(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[*proxyConn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	tb.Cleanup(p.Close)
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Stall drops, from now on, every byte the server sends on the
+// connections open now; connections opened later pass unharmed.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	for c := range p.conns {
+		c.stalled.Store(true)
+	}
+	p.mu.Unlock()
+}
+
+// Close stops the proxy, closes its connections and waits for its
+// goroutines.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.client.Close()
+		c.server.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		c := &proxyConn{client: client, server: server}
+		p.mu.Lock()
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() {
+			defer p.wg.Done()
+			io.Copy(server, client)
+			server.Close()
+		}()
+		go func() {
+			defer p.wg.Done()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := server.Read(buf)
+				if n > 0 && !c.stalled.Load() {
+					if _, werr := client.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			client.Close()
+			p.mu.Lock()
+			delete(p.conns, c)
+			p.mu.Unlock()
+		}()
+	}
 }
