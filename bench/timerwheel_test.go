@@ -105,55 +105,48 @@ func BenchmarkTimerScheduleCancel(b *testing.B) {
 		b.ReportMetric(perTimer, "B/timer")
 	})
 
-	// timerwheel as the engine configures it (no Capacity: per-P staging)
-	// and with a Capacity (every Schedule takes the shard lock).
-	for _, capacity := range []int{0, twPending + 1024} {
-		name := "timerwheel"
-		if capacity > 0 {
-			name = "timerwheel-capacity"
+	// timerwheel as the engine configures it (one shard, per-P staging).
+	b.Run("timerwheel", func(b *testing.B) {
+		start := time.Now()
+		before := twHeap()
+		w, err := timerwheel.New(timerwheel.Config{Tick: time.Millisecond, Start: start})
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			start := time.Now()
-			before := twHeap()
-			w, err := timerwheel.New(time.Millisecond, start, capacity)
+		for i := range twPending {
+			if _, err := w.ScheduleOffset(twBackground(i), uint64(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perTimer := float64(twHeap()-before) / twPending
+		d, err := timerwheel.NewDriver(w, time.Millisecond, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Stop()
+		// The engine keeps times as nanoseconds since the wheel's Start
+		// and reads its clock once per poll, not per read; refreshed
+		// here every 1024 operations so the deadline stays a second out
+		// however long the run.
+		var deadline time.Duration
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			if i%1024 == 0 {
+				deadline = time.Since(start) + time.Second
+			}
+			h, err := w.ScheduleOffset(deadline, uint64(i))
 			if err != nil {
 				b.Fatal(err)
 			}
-			for i := range twPending {
-				if _, err := w.ScheduleAt(twBackground(i), uint64(i)); err != nil {
-					b.Fatal(err)
-				}
+			if !w.Cancel(h) {
+				b.Fatal("Cancel = false")
 			}
-			perTimer := float64(twHeap()-before) / twPending
-			d, err := timerwheel.NewDriver(w, time.Millisecond, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer d.Stop()
-			// The engine keeps times as nanoseconds since the wheel's Start
-			// and reads its clock once per poll, not per read; refreshed
-			// here every 1024 operations so the deadline stays a second out
-			// however long the run.
-			var deadline time.Duration
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				if i%1024 == 0 {
-					deadline = time.Since(start) + time.Second
-				}
-				h, err := w.ScheduleAt(deadline, uint64(i))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if !w.Cancel(h) {
-					b.Fatal("Cancel = false")
-				}
-			}
-			b.StopTimer()
-			twReportSpeedup(b)
-			b.ReportMetric(perTimer, "B/timer")
-		})
-	}
+		}
+		b.StopTimer()
+		twReportSpeedup(b)
+		b.ReportMetric(perTimer, "B/timer")
+	})
 }
 
 // BenchmarkTimerParallelScheduleCancel is the same operation from
@@ -201,17 +194,17 @@ func BenchmarkTimerParallelScheduleCancel(b *testing.B) {
 	})
 
 	for _, c := range []struct {
-		name             string
-		capacity, shards int
-	}{{"timerwheel", 0, 1}, {"timerwheel-capacity", twPending + 1024, 1}, {"timerwheel-shards4", 0, 4}} {
+		name   string
+		shards int
+	}{{"timerwheel", 1}, {"timerwheel-shards4", 4}} {
 		b.Run(c.name, func(b *testing.B) {
 			start := time.Now()
-			w, err := timerwheel.NewConfig(timerwheel.Config{Tick: time.Millisecond, Start: start, Capacity: c.capacity, Shards: c.shards})
+			w, err := timerwheel.New(timerwheel.Config{Tick: time.Millisecond, Start: start, Shards: c.shards})
 			if err != nil {
 				b.Fatal(err)
 			}
 			for i := range twPending {
-				if _, err := w.ScheduleAt(twBackground(i), uint64(i)); err != nil {
+				if _, err := w.ScheduleOffset(twBackground(i), uint64(i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -233,7 +226,7 @@ func BenchmarkTimerParallelScheduleCancel(b *testing.B) {
 					}
 					id++
 					var err error
-					if h, err = w.ScheduleAt(deadline, id); err != nil {
+					if h, err = w.ScheduleOffset(deadline, id); err != nil {
 						b.Error(err)
 						return
 					}

@@ -47,15 +47,13 @@
 // hundred bytes per shard (BenchmarkIdle); a table that emptied keeps its
 // smallest ring per shard and gives every slab chunk back.
 //
-// # The cap (SPEC R2)
+// # No cap of its own (SPEC R2)
 //
-// A Table made with a Cap returns ErrFull from Insert when it holds Cap
-// contexts. The cap is exact without a shared counter on the hot path:
-// shards take units of it from a pool in batches and return them, and near
-// the cap they trade single units. SetCap changes it at run time for later
-// inserts and never drops a live context; SetCap(0) removes it. A Table
-// without a cap (the zero Config, and the engine's, which counts its
-// contexts per zone itself) does none of this.
+// A Table holds as many contexts as it is given (up to 2^25 per shard and
+// size class, then ErrFull). The cap of SPEC R2 has one owner, the
+// engine, which counts its contexts per zone and sends a read over the cap
+// without inserting it; a table-level cap would be a second count of the
+// same thing, kept consistent at a price on every Insert and Delete.
 //
 // # Concurrency contract
 //

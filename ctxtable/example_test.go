@@ -20,7 +20,7 @@ type readCtx struct {
 }
 
 func Example() {
-	tab, err := ctxtable.New[readCtx](ctxtable.Config{Cap: 2, Shards: 4})
+	tab, err := ctxtable.New[readCtx](ctxtable.Config{Shards: 4})
 	if err != nil {
 		panic(err)
 	}
@@ -36,9 +36,9 @@ func Example() {
 	if _, err := tab.Insert(42, readCtx{Command: 7}, []byte("\x07GET k9"), nil, 0); err != nil {
 		panic(err)
 	}
-	// At the cap the read is sent without a context (SPEC R2).
-	_, err = tab.Insert(43, readCtx{Command: 7}, nil, nil, 0)
-	fmt.Println("third insert:", errors.Is(err, ctxtable.ErrFull))
+	// A retry of read 42 under the same sequence number changes nothing.
+	_, err = tab.Insert(42, readCtx{Command: 7}, nil, nil, 0)
+	fmt.Println("second insert of 42:", errors.Is(err, ctxtable.ErrExists))
 
 	// The poller finds the context when a packet for 41 arrives and
 	// updates it in place.
@@ -55,12 +55,12 @@ func Example() {
 		r.Seq(), m.AsyncID, m.Retries, m.Tried[:m.NTried], r.Frame()[1:], r.UserBuf(), r.Scratch()[0])
 
 	// The final answer releases the context; its buffers go back to the
-	// slabs, and there is room again.
+	// slabs, for the next insert to reuse.
 	fmt.Println("deleted:", tab.Delete(41), "len:", tab.Len())
 	_, err = tab.Insert(43, readCtx{Command: 7}, nil, nil, 0)
 	fmt.Println("insert after delete:", err)
 	// Output:
-	// third insert: true
+	// second insert of 42: true
 	// seq 41 async 9001 retries 1 tried [7 12] frame "GET k1 k2 k3" user "user-41" scratch 00000010
 	// deleted: true len: 1
 	// insert after delete: <nil>

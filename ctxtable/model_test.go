@@ -104,21 +104,16 @@ func TestModel(t *testing.T) {
 	for seed := range seeds {
 		kind := kinds[seed%len(kinds)]
 		shards := []int{1, 2, 8, 64}[seed/len(kinds)%4]
-		capped := seed/(len(kinds)*4)%2 == 0
-		name := fmt.Sprintf("seed=%d/%s/shards=%d/capped=%v", seed, kind, shards, capped)
+		name := fmt.Sprintf("seed=%d/%s/shards=%d", seed, kind, shards)
 		t.Run(name, func(t *testing.T) {
-			runModel(t, uint64(seed), kind, shards, capped, ops)
+			runModel(t, uint64(seed), kind, shards, ops)
 		})
 	}
 }
 
-func runModel(t *testing.T, seed uint64, kind string, shards int, capped bool, ops int) {
+func runModel(t *testing.T, seed uint64, kind string, shards int, ops int) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e37))
-	capacity := 100 + rng.IntN(900)
-	if !capped {
-		capacity = 0
-	}
-	tab, err := New[testMeta](Config{Cap: capacity, Shards: shards})
+	tab, err := New[testMeta](Config{Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,10 +163,6 @@ func runModel(t *testing.T, seed uint64, kind string, shards int, capped bool, o
 			case exists:
 				if !errors.Is(err, ErrExists) {
 					t.Fatalf("op %d: Insert of live %d: err %v, want ErrExists", op, k, err)
-				}
-			case tab.Cap() > 0 && len(model) >= tab.Cap():
-				if !errors.Is(err, ErrFull) {
-					t.Fatalf("op %d: Insert at cap %d (len %d): err %v, want ErrFull", op, tab.Cap(), len(model), err)
 				}
 			default:
 				if err != nil {
@@ -223,7 +214,7 @@ func runModel(t *testing.T, seed uint64, kind string, shards int, capped bool, o
 				want.frame = append([]byte(nil), f...)
 			}
 			model[k] = want
-		case r < 98: // delete
+		case r < 99: // delete
 			k := pickKey()
 			ok := tab.Delete(k)
 			if _, exists := model[k]; ok != exists {
@@ -235,14 +226,6 @@ func runModel(t *testing.T, seed uint64, kind string, shards int, capped bool, o
 			}
 			if _, ok := tab.Lookup(k); ok {
 				t.Fatalf("op %d: %d found after Delete", op, k)
-			}
-		case r < 99: // cap change: a new cap, or none
-			n := 50 + rng.IntN(1000)
-			if rng.IntN(4) == 0 {
-				n = 0
-			}
-			if err := tab.SetCap(n); err != nil {
-				t.Fatal(err)
 			}
 		default: // full comparison
 			compareAll(t, tab, model)

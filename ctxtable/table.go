@@ -7,12 +7,8 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 )
-
-// MaxCap is the largest cap a Table accepts (contexts).
-const MaxCap = 1 << 30
 
 // MaxShards is the largest shard count Config accepts.
 const MaxShards = 1 << 16
@@ -22,20 +18,21 @@ const MaxShards = 1 << 16
 const MaxPayload = 1<<31 - 1
 
 // Errors returned by the table. All are sentinels for errors.Is; errors from
-// New and SetCap wrap ErrInvalidConfig or ErrMetaPointers with the detail.
+// New wrap ErrInvalidConfig or ErrMetaPointers with the detail.
 var (
-	// ErrFull is returned by Insert when the table holds its cap of
-	// contexts (SPEC R2), or, without a cap, when a shard's storage of one
-	// size class is at the most its block ids can name (2^25 contexts).
-	ErrFull = errors.New("ctxtable: context cap reached")
+	// ErrFull is returned by Insert when a shard's storage of one size
+	// class is at the most its block ids can name (2^25 contexts). The
+	// table sets no other limit: the engine counts its contexts per zone
+	// and sends a read over its cap (SPEC R2) without a context.
+	ErrFull = errors.New("ctxtable: shard storage full")
 	// ErrExists is returned by Insert when the sequence number already has a
 	// context; the existing context is untouched.
 	ErrExists = errors.New("ctxtable: sequence number already has a context")
 	// ErrSize is returned by Insert for a negative scratch size or a payload
 	// above MaxPayload.
 	ErrSize = errors.New("ctxtable: bad payload size")
-	// ErrInvalidConfig is wrapped by New and SetCap for an out-of-range cap
-	// or shard count, or a meta type aligned to more than 8 bytes.
+	// ErrInvalidConfig is wrapped by New for an out-of-range shard count
+	// or a meta type aligned to more than 8 bytes.
 	ErrInvalidConfig = errors.New("ctxtable: invalid config")
 	// ErrMetaPointers is wrapped by New when the meta type M contains Go
 	// pointers (pointers, slices, strings, maps, channels, funcs,
@@ -43,13 +40,10 @@ var (
 	ErrMetaPointers = errors.New("ctxtable: meta type contains pointers")
 )
 
-// Config sets a Table up. The zero Config is valid: no cap, default shard
-// count.
+// Config sets a Table up. The zero Config is valid: the default shard
+// count. A Table has no cap of its own: one limit has one owner, and the
+// cap of SPEC R2 is the engine's, which counts its contexts per zone.
 type Config struct {
-	// Cap is the maximum number of contexts (SPEC R2); 0 means no cap, and
-	// costs nothing on the hot path. At most MaxCap. The engine counts its
-	// contexts per zone itself and leaves it 0.
-	Cap int
 	// Shards is the number of independently locked shards: a power of two in
 	// [1, MaxShards]; 0 means DefaultShards(). More shards mean less lock
 	// contention between senders and a little more idle memory (each shard
@@ -77,17 +71,6 @@ type Table[M any] struct {
 	shardMask uint64 // len(shards) - 1
 	shardBits uint8  // log2(len(shards))
 	metaSize  uint32 // unsafe.Sizeof(M) rounded up to 8
-
-	capMu  sync.Mutex  // serializes SetCap
-	capped atomic.Bool // a cap is set: Insert and Delete do the accounting of cap.go
-
-	_       [64]byte
-	pool    atomic.Int64 // unreserved cap (see cap.go); written near the cap only
-	hoarded atomic.Bool  // some shard may hold credit
-	_       [48]byte
-	cap     atomic.Int64 // contexts allowed (Config.Cap, SetCap)
-	batch   atomic.Int64 // credit per refill, batchFor(cap)
-	_       [48]byte
 }
 
 // shard is one lock's worth of the table: its index and its slabs.
@@ -96,7 +79,6 @@ type shard struct {
 	ring    ring
 	over    index
 	n       int                     // contexts held
-	credit  int64                   // units of cap reserved from the pool, not yet used (cap.go)
 	classes *[numClasses]*byteClass // made at the shard's first insert
 	large   [][]byte                // contexts above maxClassSize; nil cells are free
 	holes   []uint32                // free cells of large
@@ -126,8 +108,7 @@ const (
 )
 
 // New returns an empty table. It fails with an error wrapping
-// ErrInvalidConfig for a cap above MaxCap or a shard count that is
-// negative, not a power of two or above MaxShards, and with one wrapping
+// ErrInvalidConfig for a shard count that is negative, not a power of two or above MaxShards, and with one wrapping
 // ErrMetaPointers if M holds Go pointers. New allocates only the table's
 // and its shards' headers (BenchmarkIdle); storage grows with the contexts
 // held and shrinks as they leave.
@@ -138,9 +119,6 @@ func New[M any](cfg Config) (*Table[M], error) {
 	var m M
 	if unsafe.Alignof(m) > 8 {
 		return nil, fmt.Errorf("%w: meta type aligned to %d bytes (at most 8)", ErrInvalidConfig, unsafe.Alignof(m))
-	}
-	if cfg.Cap > MaxCap {
-		return nil, fmt.Errorf("%w: cap %d above MaxCap %d", ErrInvalidConfig, cfg.Cap, MaxCap)
 	}
 	n := cfg.Shards
 	switch {
@@ -158,17 +136,24 @@ func New[M any](cfg Config) (*Table[M], error) {
 	for i := range t.shards {
 		t.shards[i].bits = t.shardBits
 	}
-	if cfg.Cap > 0 {
-		t.cap.Store(int64(cfg.Cap))
-		t.pool.Store(int64(cfg.Cap))
-		t.batch.Store(batchFor(cfg.Cap, n))
-		t.capped.Store(true)
-	}
 	return t, nil
 }
 
 // Shards returns the shard count.
 func (t *Table[M]) Shards() int { return len(t.shards) }
+
+// Len returns the number of contexts held, taking each shard's lock in
+// turn, so inserts and deletes running meanwhile may or may not be counted.
+func (t *Table[M]) Len() int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += sh.n
+		sh.mu.Unlock()
+	}
+	return n
+}
 
 // shardFor returns the shard of seq and its counter value: the low bits
 // pick the shard, so consecutive numbers go round-robin over the shards
@@ -225,7 +210,8 @@ func (sh *shard) find(seq uint64, lo uint32) (where, uint32, unsafe.Pointer, boo
 // memory.
 //
 // Errors (nothing is changed on error): ErrExists if seq already has a
-// context, ErrFull if the table holds Cap contexts (SPEC R2), ErrSize if
+// context, ErrFull if the shard's storage for the context's size class is
+// full (2^25 blocks), ErrSize if
 // scratch < 0 or the payload exceeds MaxPayload bytes.
 //
 // At steady state Insert does not allocate. It allocates a new slab chunk
@@ -244,16 +230,8 @@ func (t *Table[M]) Insert(seq uint64, meta M, frame, userBuf []byte, scratch int
 		sh.mu.Unlock()
 		return Ref[M]{}, ErrExists
 	}
-	if t.capped.Load() {
-		if err := t.reserveLocked(sh, seq, lo); err != nil {
-			return Ref[M]{}, err // unlocked
-		}
-	}
 	ref, p, ok := sh.alloc(total)
 	if !ok {
-		if t.capped.Load() {
-			t.release(sh)
-		}
 		sh.mu.Unlock()
 		return Ref[M]{}, ErrFull
 	}
@@ -276,32 +254,6 @@ func (t *Table[M]) Insert(seq uint64, meta M, frame, userBuf []byte, scratch int
 	sh.n++
 	sh.mu.Unlock()
 	return Ref[M]{p: p}, nil
-}
-
-// reserveLocked takes a unit of cap for an insert into sh (cap.go); on
-// ErrFull it returns with sh unlocked.
-func (t *Table[M]) reserveLocked(sh *shard, seq uint64, lo uint32) error {
-	switch t.reserve(sh) {
-	case reserved:
-		return nil
-	case capFull:
-		sh.mu.Unlock()
-		return ErrFull
-	}
-	// Rare: only when the table reaches its cap while shards still hold
-	// credit from when it was far from it.
-	sh.mu.Unlock()
-	t.drain()
-	sh.mu.Lock()
-	if _, _, _, found := sh.find(seq, lo); found {
-		sh.mu.Unlock()
-		return ErrExists
-	}
-	if t.reserve(sh) != reserved {
-		sh.mu.Unlock()
-		return ErrFull
-	}
-	return nil
 }
 
 // alloc takes a block of total bytes; false if its class can name no more.
@@ -376,9 +328,6 @@ func (t *Table[M]) Delete(seq uint64) bool {
 	sh.remove(w)
 	sh.free(ref, p)
 	sh.n--
-	if t.capped.Load() {
-		t.release(sh)
-	}
 	sh.mu.Unlock()
 	return true
 }
@@ -568,7 +517,7 @@ func (sh *shard) collect(pos uint64, seqs []uint64, put func(int, unsafe.Pointer
 // Ref is a handle on one context: the address of its block, 8 bytes passed
 // by value. All its views point into slab memory owned by the table; they
 // stay valid, at the same addresses, while the context lives — other
-// inserts, deletes, index growth and SetCap never move it — and become
+// inserts, deletes and index growth never move it — and become
 // invalid when Delete of its seq is called. The table does not synchronize
 // access to the memory behind a Ref: see the package comment. The zero Ref
 // is not usable.
@@ -619,7 +568,6 @@ func (r Ref[M]) Scratch() []byte {
 // and the R15 memory figures.
 type Stats struct {
 	Len    int // contexts held
-	Cap    int // current cap; 0: none
 	Shards int
 
 	IndexCells int // ring (8 bytes each) and overflow (16 bytes each) cells across shards
@@ -645,7 +593,7 @@ type Stats struct {
 
 // Stats returns a snapshot, taking each shard's lock in turn.
 func (t *Table[M]) Stats() Stats {
-	st := Stats{Cap: t.Cap(), Shards: len(t.shards)}
+	st := Stats{Shards: len(t.shards)}
 	var large int64
 	for i := range t.shards {
 		sh := &t.shards[i]

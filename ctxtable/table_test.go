@@ -2,7 +2,7 @@ package ctxtable
 
 import (
 	"errors"
-	"fmt"
+
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -70,7 +70,6 @@ func TestNewRejectsPointers(t *testing.T) {
 func TestNewConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Shards: -1}, {Shards: 3}, {Shards: 12}, {Shards: MaxShards * 2},
-		{Cap: MaxCap + 1},
 	} {
 		if _, err := New[uint64](cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("New(%+v): err %v, want ErrInvalidConfig", cfg, err)
@@ -80,62 +79,16 @@ func TestNewConfig(t *testing.T) {
 		t.Errorf("meta aligned to 8: %v", err)
 	}
 	tab := mustNew[uint64](t, Config{})
-	if tab.Cap() != 0 || tab.Shards() != DefaultShards() {
-		t.Errorf("zero Config: cap %d shards %d, want 0 (none), %d", tab.Cap(), tab.Shards(), DefaultShards())
+	if tab.Shards() != DefaultShards() {
+		t.Errorf("zero Config: shards %d, want %d", tab.Shards(), DefaultShards())
 	}
 	if s := DefaultShards(); s < 4 || s&(s-1) != 0 || s < 2*runtime.GOMAXPROCS(0) {
 		t.Errorf("DefaultShards() = %d", s)
 	}
-	tab = mustNew[uint64](t, Config{Cap: -5, Shards: 1})
-	if tab.Cap() != 0 || tab.Shards() != 1 {
-		t.Errorf("Cap -5: cap %d shards %d", tab.Cap(), tab.Shards())
-	}
-	if err := tab.SetCap(MaxCap + 1); !errors.Is(err, ErrInvalidConfig) || tab.Cap() != 0 {
-		t.Errorf("SetCap(MaxCap+1): err %v cap %d", err, tab.Cap())
-	}
-	if err := tab.SetCap(3); err != nil || tab.Cap() != 3 {
-		t.Errorf("SetCap(3): err %v cap %d", err, tab.Cap())
-	}
-	if err := tab.SetCap(0); err != nil || tab.Cap() != 0 {
-		t.Errorf("SetCap(0): err %v cap %d", err, tab.Cap())
-	}
-}
-
-// TestCapOnOff: a cap set on a table that has contexts counts them, and
-// removing it lets inserts through again.
-func TestCapOnOff(t *testing.T) {
-	tab := mustNew[uint64](t, Config{Shards: 4})
-	for s := range uint64(10) {
-		if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tab.SetCap(12); err != nil {
-		t.Fatal(err)
-	}
-	for s := uint64(10); s < 12; s++ {
-		if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
-			t.Fatalf("insert %d under the cap: %v", s, err)
-		}
-	}
-	if _, err := tab.Insert(12, 12, nil, nil, 0); !errors.Is(err, ErrFull) {
-		t.Fatalf("insert at the cap: %v, want ErrFull", err)
-	}
-	if err := tab.SetCap(0); err != nil {
-		t.Fatal(err)
-	}
-	for s := uint64(12); s < 100; s++ {
-		if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
-			t.Fatalf("insert %d without a cap: %v", s, err)
-		}
-	}
-	if tab.Len() != 100 {
-		t.Fatalf("Len %d", tab.Len())
-	}
 }
 
 func TestInsertErrorsChangeNothing(t *testing.T) {
-	tab := mustNew[testMeta](t, Config{Cap: 10, Shards: 2})
+	tab := mustNew[testMeta](t, Config{Shards: 2})
 	if _, err := tab.Insert(1, testMeta{Seq: 1}, []byte("frame"), []byte("user"), -1); !errors.Is(err, ErrSize) {
 		t.Fatalf("negative scratch: err %v", err)
 	}
@@ -154,115 +107,6 @@ func TestInsertErrorsChangeNothing(t *testing.T) {
 	}
 	if tab.Len() != 1 {
 		t.Fatalf("Len %d", tab.Len())
-	}
-}
-
-// TestErrFullExactlyAtCap: SPEC R2. A lone goroutine fills exactly Cap
-// contexts whatever the shard count, gets ErrFull on the next, and room
-// again after a Delete; SetCap applies to new inserts and drops nothing.
-func TestErrFullExactlyAtCap(t *testing.T) {
-	for _, shards := range []int{1, 8, 64} {
-		for _, capacity := range []int{1, 7, 1000, 20_000} {
-			t.Run(fmt.Sprintf("shards=%d/cap=%d", shards, capacity), func(t *testing.T) {
-				tab := mustNew[uint64](t, Config{Cap: capacity, Shards: shards})
-				for s := range uint64(capacity) {
-					if _, err := tab.Insert(s, s, nil, nil, 0); err != nil {
-						t.Fatalf("insert %d of cap %d: %v", s, capacity, err)
-					}
-				}
-				if _, err := tab.Insert(1<<50, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
-					t.Fatalf("insert past cap: err %v", err)
-				}
-				if tab.Len() != capacity {
-					t.Fatalf("Len %d", tab.Len())
-				}
-				// Free one slot in some shard, refill it from another.
-				if !tab.Delete(uint64(capacity) / 2) {
-					t.Fatal("delete missed")
-				}
-				if _, err := tab.Insert(1<<50+3, 0, nil, nil, 0); err != nil {
-					t.Fatalf("insert after delete: %v", err)
-				}
-				if _, err := tab.Insert(1<<50+4, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
-					t.Fatalf("insert past cap again: err %v", err)
-				}
-				// Lower the cap: nothing dropped, no insert until below it.
-				low := max(capacity/2, 1)
-				if err := tab.SetCap(low); err != nil {
-					t.Fatal(err)
-				}
-				if tab.Len() != capacity {
-					t.Fatalf("SetCap dropped contexts: Len %d", tab.Len())
-				}
-				deleted := 0
-				tab.Range(func(seq uint64, _ Ref[uint64]) bool {
-					if tab.Len() < low {
-						return false
-					}
-					if _, err := tab.Insert(1<<51+seq, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
-						t.Fatalf("insert with Len %d over cap %d: err %v", tab.Len(), low, err)
-					}
-					tab.Delete(seq)
-					deleted++
-					return true
-				})
-				if tab.Len() != low-1 {
-					t.Fatalf("Len %d after deleting down, want %d", tab.Len(), low-1)
-				}
-				if _, err := tab.Insert(1<<52, 0, nil, nil, 0); err != nil {
-					t.Fatalf("insert below lowered cap: %v", err)
-				}
-				if _, err := tab.Insert(1<<52+1, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
-					t.Fatalf("insert at lowered cap: err %v", err)
-				}
-				// Raise it again.
-				if err := tab.SetCap(low + 2); err != nil {
-					t.Fatal(err)
-				}
-				for i := range uint64(2) {
-					if _, err := tab.Insert(1<<53+i, 0, nil, nil, 0); err != nil {
-						t.Fatalf("insert under raised cap: %v", err)
-					}
-				}
-				if _, err := tab.Insert(1<<53+2, 0, nil, nil, 0); !errors.Is(err, ErrFull) {
-					t.Fatalf("insert at raised cap: err %v", err)
-				}
-			})
-		}
-	}
-}
-
-// TestErrFullConcurrent: many goroutines race to fill the table; exactly
-// Cap inserts succeed.
-func TestErrFullConcurrent(t *testing.T) {
-	const capacity, workers = 5000, 8
-	tab := mustNew[uint64](t, Config{Cap: capacity, Shards: 16})
-	var ok, full atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range uint64(capacity) {
-				_, err := tab.Insert(k*workers+uint64(w), 0, nil, nil, 0)
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case errors.Is(err, ErrFull):
-					full.Add(1)
-				default:
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if ok.Load() != capacity || tab.Len() != capacity {
-		t.Fatalf("%d inserts succeeded, Len %d, cap %d", ok.Load(), tab.Len(), capacity)
-	}
-	if full.Load() != capacity*(workers-1) {
-		t.Fatalf("%d ErrFull, want %d", full.Load(), capacity*(workers-1))
 	}
 }
 
@@ -439,7 +283,7 @@ func TestRandomDisplacement(t *testing.T) {
 // contexts that outlive many laps of the ring, go to the overflow index;
 // lookups stay exact and probes short, and everything drains.
 func TestStragglers(t *testing.T) {
-	tab := mustNew[uint64](t, Config{Cap: 100_000, Shards: 4})
+	tab := mustNew[uint64](t, Config{Shards: 4})
 	var seqs []uint64
 	for k := range uint64(40_000) {
 		s := (k&1)<<40 | k>>1
@@ -494,7 +338,7 @@ func TestStragglers(t *testing.T) {
 // TestRefStable: a Ref keeps pointing at the same memory while other
 // contexts come and go and the shard's index grows, shrinks and spreads.
 func TestRefStable(t *testing.T) {
-	tab := mustNew[testMeta](t, Config{Cap: 50_000, Shards: 1})
+	tab := mustNew[testMeta](t, Config{Shards: 1})
 	r, err := tab.Insert(7, testMeta{Seq: 7}, []byte("frame-7"), []byte("user-7"), 4)
 	if err != nil {
 		t.Fatal(err)
@@ -529,7 +373,7 @@ func TestRefStable(t *testing.T) {
 // slab on Delete, chunks go back to the Go heap, and large payloads are
 // counted.
 func TestBuffersReturned(t *testing.T) {
-	tab := mustNew[testMeta](t, Config{Cap: 20_000, Shards: 4})
+	tab := mustNew[testMeta](t, Config{Shards: 4})
 	rng := rand.New(rand.NewPCG(7, 8))
 	large := 0
 	for s := range uint64(20_000) {
@@ -572,7 +416,7 @@ func TestBuffersReturned(t *testing.T) {
 // TestRangeAndPanic: Range visits every context once, lets fn delete, and a
 // panic in fn leaves no shard locked.
 func TestRangeAndPanic(t *testing.T) {
-	tab := mustNew[uint64](t, Config{Cap: 10_000, Shards: 8})
+	tab := mustNew[uint64](t, Config{Shards: 8})
 	for s := range uint64(5000) {
 		if _, err := tab.Insert(s, s*2, nil, nil, 0); err != nil {
 			t.Fatal(err)
@@ -626,7 +470,7 @@ func TestConcurrentSendersPoller(t *testing.T) {
 	if raceEnabled {
 		per = 3000
 	}
-	tab := mustNew[testMeta](t, Config{Cap: 4096, Shards: 8})
+	tab := mustNew[testMeta](t, Config{Shards: 8})
 	var seq atomic.Uint64
 	sent := make(chan uint64, 1024)
 	var wg sync.WaitGroup
@@ -683,12 +527,12 @@ func TestConcurrentMixed(t *testing.T) {
 	if raceEnabled {
 		ops = 5000
 	}
-	tab := mustNew[testMeta](t, Config{Cap: 2000, Shards: 4})
+	tab := mustNew[testMeta](t, Config{Shards: 4})
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Add(1)
-	go func() { // SetCap, Len, Stats and Range alongside
+	go func() { // Len, Stats and Range alongside
 		defer bg.Done()
 		for i := 0; ; i++ {
 			select {
@@ -696,7 +540,6 @@ func TestConcurrentMixed(t *testing.T) {
 				return
 			default:
 			}
-			_ = tab.SetCap(1000 + i%1500)
 			_ = tab.Len()
 			_ = tab.Stats()
 			tab.Range(func(seq uint64, r Ref[testMeta]) bool { return seq%7 != 0 })
@@ -731,7 +574,7 @@ func TestConcurrentMixed(t *testing.T) {
 				switch {
 				case err == nil:
 					live[s] = true
-				case !errors.Is(err, ErrFull):
+				default:
 					t.Errorf("worker %d: insert %d: %v", w, s, err)
 					return
 				}

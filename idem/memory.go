@@ -277,13 +277,12 @@ func NewMemory(c MemoryConfig) (*Memory, error) {
 	if clock != nil {
 		start = clock()
 	}
-	// One pending timer per live entry: the wheel's capacity is the
-	// store's. Its shards follow the store's up to the wheel's limit.
-	w, err := timerwheel.NewConfig(timerwheel.Config{
-		Tick:     tick,
-		Start:    start,
-		Capacity: perShard * shards,
-		Shards:   min(shards, timerwheel.MaxShards),
+	// One pending timer per live entry: the store bounds its entries, the
+	// wheel follows. Its shards follow the store's up to the wheel's limit.
+	w, err := timerwheel.New(timerwheel.Config{
+		Tick:   tick,
+		Start:  start,
+		Shards: min(shards, timerwheel.MaxShards),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/readretry/readretry/wire"
 )
@@ -30,7 +31,38 @@ const (
 	ResultProxySwiftTimeout int32 = -7953
 
 	confPrefix = "conf://"
+
+	// MaxQuotedConf is how many bytes of a value from a route update an
+	// error or a log line quotes (SPEC R22): a longer value is cut there
+	// and its total length is given instead of the rest, so a directory
+	// (or whoever speaks for it) that sends a 10 MB ReadRetryMaxCnt gets a
+	// log line of a hundred bytes, not of 10 MB.
+	MaxQuotedConf = 64
 )
+
+// clip returns s if it has at most MaxQuotedConf bytes, else its first
+// MaxQuotedConf bytes (cut back to a rune boundary) and its total length,
+// as in `1234…(10000000 bytes)`. Every piece of a conf:// element that goes
+// into an error or a log line passes through it.
+func clip(s string) string {
+	if len(s) <= MaxQuotedConf {
+		return s
+	}
+	cut := MaxQuotedConf
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// numErr is the reason of a strconv error without the input it quotes in
+// full (a *strconv.NumError carries the whole value).
+func numErr(err error) error {
+	if ne, ok := err.(*strconv.NumError); ok {
+		return ne.Err
+	}
+	return err
+}
 
 // Errors of the conf:// parsers.
 var (
@@ -107,20 +139,20 @@ func (c Conf) String() string {
 // clamped to 8 (Client logs the warning). Errors wrap ErrMalformedConf: no
 // conf:// prefix, a piece without '=', a value that is not a number of the
 // right range, a negative ReadRetryMaxCnt, more than MaxErrorCodes error
-// codes.
+// codes. An error quotes at most MaxQuotedConf bytes of any value.
 func ParseConf(element string) (Conf, error) {
 	c, _, err := parseConf(element)
 	return c, err
 }
 
 // parseConf is ParseConf that also returns the ReadRetryMaxCnt text when
-// it was clamped to MaxMaxRetries ("" otherwise), so that the client can log
-// the warning SPEC R5 asks for.
+// it was clamped to MaxMaxRetries ("" otherwise; cut by clip), so that the
+// client can log the warning SPEC R5 asks for.
 func parseConf(element string) (c Conf, clampedFrom string, err error) {
 	element = strings.TrimSpace(element)
 	body, ok := strings.CutPrefix(element, confPrefix)
 	if !ok {
-		return Conf{}, "", fmt.Errorf("%w: %q does not start with %s", ErrMalformedConf, element, confPrefix)
+		return Conf{}, "", fmt.Errorf("%w: %q does not start with %s", ErrMalformedConf, clip(element), confPrefix)
 	}
 	c = DefaultConf()
 	for piece := range strings.SplitSeq(body, "&") {
@@ -130,7 +162,7 @@ func parseConf(element string) (c Conf, clampedFrom string, err error) {
 		}
 		key, val, ok := strings.Cut(piece, "=")
 		if !ok {
-			return Conf{}, "", fmt.Errorf("%w: %q has no '='", ErrMalformedConf, piece)
+			return Conf{}, "", fmt.Errorf("%w: %q has no '='", ErrMalformedConf, clip(piece))
 		}
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
 		switch key {
@@ -142,7 +174,7 @@ func parseConf(element string) (c Conf, clampedFrom string, err error) {
 				}
 				v, err := strconv.ParseUint(item, 10, 32)
 				if err != nil {
-					return Conf{}, "", fmt.Errorf("%w: ReadRetryCmd value %q: %v", ErrMalformedConf, item, err)
+					return Conf{}, "", fmt.Errorf("%w: ReadRetryCmd value %q: %v", ErrMalformedConf, clip(item), numErr(err))
 				}
 				if wire.Command(v).IsRead() && !slices.Contains(c.Cmds, uint32(v)) {
 					c.Cmds = append(c.Cmds, uint32(v))
@@ -159,7 +191,7 @@ func parseConf(element string) (c Conf, clampedFrom string, err error) {
 			}
 			clampedFrom = ""
 			if clamped {
-				clampedFrom = val
+				clampedFrom = clip(val) // logged as it came, within bounds
 			}
 		}
 	}
@@ -187,7 +219,7 @@ func parseErrorCodes(val string) ([]int32, error) {
 		}
 		v, err := strconv.ParseInt(item, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("%w: ReadRetryErrorCode value %q: %v", ErrMalformedConf, item, err)
+			return nil, fmt.Errorf("%w: ReadRetryErrorCode value %q: %v", ErrMalformedConf, clip(item), numErr(err))
 		}
 		if !slices.Contains(codes, int32(v)) {
 			codes = append(codes, int32(v))
@@ -207,9 +239,9 @@ func parseMaxRetries(val string) (n int, clamped bool, err error) {
 			if strings.TrimLeft(d, "0") == "" {
 				return 0, false, nil // "-0" is zero: retry off, not a negative count
 			}
-			return 0, false, fmt.Errorf("%w: ReadRetryMaxCnt %s is negative", ErrMalformedConf, val)
+			return 0, false, fmt.Errorf("%w: ReadRetryMaxCnt %s is negative", ErrMalformedConf, clip(val))
 		}
-		return 0, false, fmt.Errorf("%w: ReadRetryMaxCnt value %q is not a count", ErrMalformedConf, val)
+		return 0, false, fmt.Errorf("%w: ReadRetryMaxCnt value %q is not a count", ErrMalformedConf, clip(val))
 	}
 	if digits = strings.TrimLeft(digits, "0"); len(digits) > 2 {
 		return MaxMaxRetries, true, nil

@@ -217,7 +217,7 @@ func (f *flight) mayResend() bool {
 // ever.
 func (f *flight) arm() {
 	f.m.gen++
-	h, err := f.z.wheel.ScheduleAt(time.Duration(f.m.deadline), timerID(f.seq, f.m.gen))
+	h, err := f.z.wheel.ScheduleOffset(time.Duration(f.m.deadline), timerID(f.seq, f.m.gen))
 	if err != nil {
 		if f.m.kind == kindPlain {
 			f.finish(ResultWaitRspTimeout)

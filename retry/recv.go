@@ -159,7 +159,7 @@ func (p *poller) advance() {
 	p.sinceAdvance = 0
 	for _, z := range *p.c.zoneByIdx.Load() {
 		p.zone = z
-		z.wheel.AdvanceTo(time.Duration(p.now), p.fire)
+		z.wheel.AdvanceOffset(time.Duration(p.now), p.fire)
 	}
 	p.zone = nil
 }

@@ -186,7 +186,7 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		}
 		f.ref, f.m = ref, ref.Meta()
 		f.initScratch(p, req, conf)
-		h, err := z.wheel.ScheduleAt(time.Duration(m.deadline), timerID(f.seq, 0))
+		h, err := z.wheel.ScheduleOffset(time.Duration(m.deadline), timerID(f.seq, 0))
 		if err != nil {
 			// Not reached: the zone's bounds keep the wheel far from full
 			// and every deadline in range (MaxContextsPerZone).

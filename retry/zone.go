@@ -163,12 +163,12 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 	// Config.MaxWaitingPerZone); the table and the wheel have none and grow
 	// and shrink with what is in flight, so an idle zone costs a few KiB
 	// (SPEC R15) and the cap can be raised at any time. The wheel's Start is
-	// the client's epoch, so times since it go straight in (ScheduleAt).
+	// the client's epoch, so times since it go straight in (ScheduleOffset).
 	table, err := ctxtable.New[ctxMeta](ctxtable.Config{Shards: c.shards})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	wheel, err := timerwheel.NewConfig(timerwheel.Config{Tick: c.tick, Start: c.epoch})
+	wheel, err := timerwheel.New(timerwheel.Config{Tick: c.tick, Start: c.epoch})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}

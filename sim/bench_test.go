@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ func BenchmarkLoopbackRead(b *testing.B) {
 			}
 			defer c.Close()
 			if err := c.ApplyRoute(Zone, fleet.Labels(), ConfList(2)); err != nil {
+				b.Fatal(err)
+			}
+			if err := tr.WaitDialed(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 			if on {

@@ -447,6 +447,14 @@ func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*ret
 	if err := c.ApplyRoute(simZone, fleet.Labels(), ConfList(opt.MaxRetries)); err != nil {
 		return fail(err)
 	}
+	// ApplyRoute never waits on a dial (the transport dials on its own
+	// goroutines): wait for the first attempts, bounded by the dial
+	// timeout, so that the load starts against connected proxies.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := tr.WaitDialed(ctx); err != nil {
+		return fail(err)
+	}
 	return c, tr, nil
 }
 

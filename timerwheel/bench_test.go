@@ -31,7 +31,7 @@ func fill(b *testing.B, shards int) (*Wheel, float64) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	w, err := NewConfig(Config{Tick: time.Millisecond, Start: bt0, Shards: shards})
+	w, err := New(Config{Tick: time.Millisecond, Start: bt0, Shards: shards})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func BenchmarkScheduleCancel(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		h, err := w.ScheduleAt(time.Second, uint64(i))
+		h, err := w.ScheduleOffset(time.Second, uint64(i))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func BenchmarkScheduleCancel(b *testing.B) {
 // cancelled was last touched 500,000 operations ago, so this is the
 // cache-cold case (an answer arriving just before its deadline).
 func BenchmarkScheduleCancelOldest(b *testing.B) {
-	w, err := New(time.Millisecond, bt0, pendingTimers)
+	w, err := New(Config{Tick: time.Millisecond, Start: bt0})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func BenchmarkScheduleFire(b *testing.B) {
 	for _, p := range patterns {
 		b.Run(p.name, func(b *testing.B) {
 			r := rand.New(rand.NewPCG(3, 4))
-			w, err := New(time.Millisecond, bt0, 2*pendingTimers)
+			w, err := New(Config{Tick: time.Millisecond, Start: bt0})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func BenchmarkScheduleFire(b *testing.B) {
 func BenchmarkFire(b *testing.B) {
 	for _, shards := range []int{1, 4} {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
-			w, err := NewConfig(Config{Tick: time.Millisecond, Start: bt0, Capacity: pendingTimers, Shards: shards})
+			w, err := New(Config{Tick: time.Millisecond, Start: bt0, Shards: shards})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -244,7 +244,7 @@ func BenchmarkFire(b *testing.B) {
 func BenchmarkAdvanceIdle(b *testing.B) {
 	for _, shards := range []int{1, 4} {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
-			w, err := NewConfig(Config{Tick: time.Millisecond, Start: bt0, Capacity: pendingTimers, Shards: shards})
+			w, err := New(Config{Tick: time.Millisecond, Start: bt0, Shards: shards})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -296,14 +296,14 @@ func BenchmarkParallelScheduleCancel(b *testing.B) {
 }
 
 // BenchmarkIdle reports the heap of an idle wheel as the engine makes one
-// (one shard, no Capacity), over 1,000 wheels (SPEC R15: an idle zone is
+// (one shard), over 1,000 wheels (SPEC R15: an idle zone is
 // cheap): never used (fresh-B/wheel), and after a burst of 10,000 timers
 // that all fired and the lanes' next refill (burst-B/wheel). ns/op is
 // making one wheel.
 func BenchmarkIdle(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one lane, as in TestAllocIdleWheel
 	for range b.N {
-		w, err := New(DefaultTick, bt0, 0)
+		w, err := New(Config{Tick: DefaultTick, Start: bt0})
 		if err != nil {
 			b.Fatal(err)
 		}

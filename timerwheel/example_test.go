@@ -14,7 +14,7 @@ import (
 // attempts go out at 0, 500 ms and 1.5 s, giving up at 3 s (SPEC R6).
 func Example() {
 	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := timerwheel.New(time.Millisecond, start, 500_000)
+	w, err := timerwheel.New(timerwheel.Config{Tick: time.Millisecond, Start: start})
 	if err != nil {
 		panic(err)
 	}
@@ -71,25 +71,25 @@ func Example() {
 
 // The engine keeps every time as a time.Duration since its epoch and makes
 // that epoch the wheel's Start, so it schedules and advances with the
-// Duration methods and never builds a time.Time per read. Capacity 0: the
-// engine bounds its contexts itself, and Schedule stages timers per P.
-func ExampleWheel_ScheduleAt() {
+// Offset methods (offsets since Start) and never builds a time.Time per
+// read.
+func ExampleWheel_ScheduleOffset() {
 	epoch := time.Now()
-	w, err := timerwheel.New(timerwheel.DefaultTick, epoch, 0)
+	w, err := timerwheel.New(timerwheel.Config{Tick: timerwheel.DefaultTick, Start: epoch})
 	if err != nil {
 		panic(err)
 	}
 	budget := 3 * time.Second
 	sent := 40 * time.Millisecond // when the read went out, since epoch
-	h, err := w.ScheduleAt(sent+budget/3, 7)
+	h, err := w.ScheduleOffset(sent+budget/3, 7)
 	if err != nil {
 		panic(err)
 	}
 	// At or before the deadline: the start of the slot it waits in.
-	next, _ := w.NextDeadlineAt()
+	next, _ := w.NextDeadlineOffset()
 	fmt.Println("next deadline by 1.04s:", next <= sent+budget/3)
-	fmt.Println("fired by 1s:", w.AdvanceTo(time.Second, func(uint64) {}))
-	fmt.Println("fired by 1.04s:", w.AdvanceTo(1040*time.Millisecond, func(id uint64) { fmt.Println("  timer", id) }))
+	fmt.Println("fired by 1s:", w.AdvanceOffset(time.Second, func(uint64) {}))
+	fmt.Println("fired by 1.04s:", w.AdvanceOffset(1040*time.Millisecond, func(id uint64) { fmt.Println("  timer", id) }))
 	fmt.Println("cancel after fire:", w.Cancel(h))
 	// Output:
 	// next deadline by 1.04s: true

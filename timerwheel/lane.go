@@ -8,8 +8,7 @@ import (
 
 // Staging: Schedule without the shard lock.
 //
-// A wheel without a Capacity gives each shard one lane per P (GOMAXPROCS
-// at New). A lane owns one block of 64 timers at a time. Schedule pins its
+// Each shard has one lane per P (GOMAXPROCS at New). A lane owns one block of 64 timers at a time. Schedule pins its
 // goroutine to its P (runtime.procPin, as sync.Pool does), takes the lowest
 // free timer of the P's lane from a plain bit mask, writes the deadline, id
 // and generation into the timer, and publishes it by setting its bit in the

@@ -16,6 +16,8 @@ const farBits = 6 * slotBits
 // against: a map of live timers with their deadlines in ticks.
 type model struct {
 	w     *Wheel
+	limit int // the wheel's limit (timers), 0: none below MaxCapacity
+	slack int // timers lanes may hold claimed: ErrFull may come this much early
 	start time.Time
 	tick  time.Duration
 	now   time.Time // the simulated clock; it may step back
@@ -35,13 +37,12 @@ type mtimer struct {
 	eff      int64 // tick it must fire in: max(tick, cur when scheduled)
 }
 
-func newModel(t testing.TB, tick time.Duration, capacity, shards int) *model {
+// newModel returns a model of a wheel whose shards hold perShard timers
+// each (see limited; 0: MaxCapacity).
+func newModel(t testing.TB, tick time.Duration, perShard, shards int) *model {
 	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := NewConfig(Config{Tick: tick, Start: start, Capacity: capacity, Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &model{w: w, start: start, tick: tick, now: start, peak: start, live: map[uint64]*mtimer{}, next: 1}
+	w := limited(t, Config{Tick: tick, Start: start, Shards: shards}, perShard)
+	return &model{w: w, limit: perShard * shards, slack: laneSlack(w), start: start, tick: tick, now: start, peak: start, live: map[uint64]*mtimer{}, next: 1}
 }
 
 func (m *model) ticks(d time.Time) int64 {
@@ -59,9 +60,12 @@ func (m *model) ticks(d time.Time) int64 {
 func (m *model) schedule(t testing.TB, deadline time.Time) {
 	id := m.next
 	h, err := m.w.Schedule(deadline, id)
-	if len(m.live) >= m.w.Cap() {
-		if err != ErrFull {
-			t.Fatalf("schedule at capacity %d: err %v, want ErrFull", len(m.live), err)
+	if m.limit > 0 && len(m.live) >= m.limit && err != ErrFull {
+		t.Fatalf("schedule at the limit %d: err %v, want ErrFull", len(m.live), err)
+	}
+	if err == ErrFull {
+		if m.limit == 0 || len(m.live) < m.limit-m.slack {
+			t.Fatalf("ErrFull with %d pending (limit %d, lanes' slack %d)", len(m.live), m.limit, m.slack)
 		}
 		return
 	}
@@ -283,11 +287,11 @@ func (m *model) drain(t testing.TB) {
 func TestProperty(t *testing.T) {
 	for _, shards := range []int{1, 4} {
 		for _, tick := range []time.Duration{time.Millisecond, time.Nanosecond, 3 * time.Millisecond} {
-			for _, capacity := range []int{300, 23, 0} { // 23: often full, and shards spill; 0: staged (lanes)
+			for _, limit := range []int{320, 64, 0} { // per shard; 64: often full, and shards spill
 				for seed := range uint64(3) {
-					t.Run(fmt.Sprintf("shards%d/tick%v/cap%d/seed%d", shards, tick, capacity, seed), func(t *testing.T) {
+					t.Run(fmt.Sprintf("shards%d/tick%v/limit%d/seed%d", shards, tick, limit, seed), func(t *testing.T) {
 						r := rand.New(rand.NewPCG(seed, uint64(shards)))
-						m := newModel(t, tick, capacity, shards)
+						m := newModel(t, tick, limit, shards)
 						m.run(t, r, propertyOps)
 						if m.fired == 0 {
 							t.Fatal("nothing fired")
@@ -319,11 +323,11 @@ func runFuzzBody(t *testing.T, data []byte) {
 		seed ^= uint64(b) << (8 * (i % 8))
 	}
 	shards := 1 << (seed % 3)
-	capacity := 64
+	limit := 64
 	if seed&8 != 0 {
-		capacity = 0 // no limit: Schedule stages timers per P
+		limit = 0 // MaxCapacity
 	}
-	m := newModel(t, time.Millisecond, capacity, shards)
+	m := newModel(t, time.Millisecond, limit, shards)
 	r := rand.New(rand.NewPCG(seed, uint64(len(data))))
 	for _, b := range data {
 		switch b % 10 {

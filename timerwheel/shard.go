@@ -107,20 +107,13 @@ type block struct {
 	owner atomic.Int32 // 1 + the index of the lane that owns the block, or 0; written under the shard lock
 }
 
-// state reads timer k's state word. Atomic, since Cancel and the lanes of
-// a wheel without a Capacity read and CAS it without the lock.
+// state reads timer k's state word. Atomic, since Cancel and the lanes
+// read and CAS it without the lock.
 func (b *block) state(k int) uint32 { return atomic.LoadUint32(&b.links[k].state) }
 
-// setState writes a timer's state word; the shard lock is held. On a wheel
-// with a Capacity nothing reads the word without the lock, so a plain store
-// does, where an atomic one is a locked instruction.
-func (s *shard) setState(l *links, v uint32) {
-	if s.lanes == nil {
-		l.state = v
-		return
-	}
-	atomic.StoreUint32(&l.state, v)
-}
+// setState writes a timer's state word; the shard lock is held. Atomic,
+// since Cancel reads the word without the lock.
+func (s *shard) setState(l *links, v uint32) { atomic.StoreUint32(&l.state, v) }
 
 // chunk is one allocation of timers.
 type chunk struct {
@@ -156,7 +149,7 @@ type shard struct {
 	count    int     // timers on the wheel (staged ones join at the next drain)
 	free     freeSet // free timers of blocks no lane owns
 	used     uint32  // blocks handed out of the slab (the high-water mark)
-	capacity uint32  // timers the slab may hold
+	capacity uint32  // timers the slab may hold: MaxCapacity (tests lower it)
 	genSeed  uint32  // generation of the timers of a new chunk (see maybeShrink)
 	grewAt   int64   // cur when the slab last grew
 
@@ -171,7 +164,7 @@ type shard struct {
 	// cleared when its chunk is given back.
 	dir atomic.Pointer[[]atomic.Pointer[block]]
 
-	lanes []lane // per-P staging; nil on a wheel with a Capacity
+	lanes []lane // per-P staging, one per P at New
 
 	_ [64]byte // keep the next shard's lock off this cache line
 }
@@ -180,9 +173,7 @@ func (s *shard) init(capacity uint32, lanes int) {
 	s.capacity = capacity
 	s.free.init(0)
 	s.due = [2]uint32{nilIndex, nilIndex}
-	if lanes > 0 {
-		s.lanes = make([]lane, lanes)
-	}
+	s.lanes = make([]lane, lanes)
 }
 
 // headRef returns where the first timer of a list is kept; the list's
@@ -299,10 +290,6 @@ func (s *shard) alloc() (*block, int, bool) {
 func (s *shard) release(ch *chunk, i uint32, l *links, g uint32) {
 	s.setState(l, nextGen(g)<<1)
 	s.count--
-	if s.lanes == nil {
-		s.free.add(i)
-		return
-	}
 	_, o := chunkPos(i)
 	if ch.blocks[o>>blockShift].owner.Load() == 0 {
 		s.free.add(i)

@@ -19,7 +19,7 @@ import (
 func TestStagedCancelFromOtherGoroutines(t *testing.T) {
 	const senders, perSender = 4, 3000
 	for _, shards := range []int{1, 2} {
-		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Shards: shards})
+		w, err := New(Config{Tick: time.Millisecond, Start: t0, Shards: shards})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestStagedCancelFromOtherGoroutines(t *testing.T) {
 				defer send.Done()
 				for k := range perSender {
 					id := uint64(g*perSender + k)
-					h, err := w.ScheduleAt(time.Duration(clock.Load()+int64(k%20))*time.Millisecond, id)
+					h, err := w.ScheduleOffset(time.Duration(clock.Load()+int64(k%20))*time.Millisecond, id)
 					if err != nil {
 						t.Error(err)
 						return
@@ -66,11 +66,11 @@ func TestStagedCancelFromOtherGoroutines(t *testing.T) {
 			case <-done:
 				break poll
 			default:
-				w.AdvanceTo(time.Duration(clock.Add(1))*time.Millisecond, fire)
+				w.AdvanceOffset(time.Duration(clock.Add(1))*time.Millisecond, fire)
 			}
 		}
 		<-cancelled
-		w.AdvanceTo(time.Duration(clock.Add(100))*time.Millisecond, fire)
+		w.AdvanceOffset(time.Duration(clock.Add(100))*time.Millisecond, fire)
 		for i := range outcome {
 			if o := outcome[i].Load(); o != 1 {
 				t.Fatalf("shards %d: timer %d had %d outcomes", shards, i, o)
@@ -86,7 +86,7 @@ func TestStagedCancelFromOtherGoroutines(t *testing.T) {
 // a lane reuses at its next refill: a handle to a cancelled or fired timer
 // stays stale, and handles no Schedule returned are refused.
 func TestStagedStaleHandle(t *testing.T) {
-	w := newWheel(t, 0)
+	w := newWheel(t)
 	h1 := mustSchedule(t, w, t0.Add(time.Millisecond), 1)
 	if !w.Cancel(h1) || w.Cancel(h1) || w.Reset(h1, t0.Add(time.Hour)) {
 		t.Fatal("Cancel twice: want true then false; Reset after: false")
@@ -130,14 +130,14 @@ func TestStagedStaleHandle(t *testing.T) {
 // TestStagedReset: Reset of a timer that is still staged moves it, and a
 // Cancel afterwards finds it on the wheel.
 func TestStagedReset(t *testing.T) {
-	w := newWheel(t, 0)
+	w := newWheel(t)
 	a := mustSchedule(t, w, t0.Add(5*time.Millisecond), 1)
 	b := mustSchedule(t, w, t0.Add(5*time.Millisecond), 2)
-	if !w.ResetAt(a, 3*time.Millisecond) || !w.ResetAt(b, 9*time.Millisecond) {
+	if !w.ResetOffset(a, 3*time.Millisecond) || !w.ResetOffset(b, 9*time.Millisecond) {
 		t.Fatal("ResetAt of a staged timer = false")
 	}
 	var ids []uint64
-	w.AdvanceTo(5*time.Millisecond, collectIDs(&ids))
+	w.AdvanceOffset(5*time.Millisecond, collectIDs(&ids))
 	if !slices.Equal(ids, []uint64{1}) {
 		t.Fatalf("fired %v by 5ms, want [1]", ids)
 	}
@@ -152,7 +152,7 @@ func TestStagedReset(t *testing.T) {
 func TestLanesAndGOMAXPROCS(t *testing.T) {
 	old := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(old)
-	w := newWheel(t, 0)
+	w := newWheel(t)
 	if got := len(w.shards[0].lanes); got != 1 {
 		t.Fatalf("%d lanes at GOMAXPROCS 1", got)
 	}
@@ -165,7 +165,7 @@ func TestLanesAndGOMAXPROCS(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := g; i < n; i += 4 {
-				if _, err := w.ScheduleAt(time.Duration(1+i%30)*time.Millisecond, uint64(i)); err != nil {
+				if _, err := w.ScheduleOffset(time.Duration(1+i%30)*time.Millisecond, uint64(i)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -176,7 +176,7 @@ func TestLanesAndGOMAXPROCS(t *testing.T) {
 	if w.Len() != n {
 		t.Fatalf("Len %d, want %d", w.Len(), n)
 	}
-	w.AdvanceTo(time.Second, func(id uint64) { fired[id].Add(1) })
+	w.AdvanceOffset(time.Second, func(id uint64) { fired[id].Add(1) })
 	for i := range fired {
 		if fired[i].Load() != 1 {
 			t.Fatalf("timer %d fired %d times", i, fired[i].Load())
@@ -191,78 +191,76 @@ func TestLanesAndGOMAXPROCS(t *testing.T) {
 func TestShrink(t *testing.T) {
 	// One P, so one lane: the test moves it down with its churn below.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	for _, capacity := range []int{0, 200_000} {
-		w := newWheel(t, capacity)
-		s := &w.shards[0]
-		const n = 100_000
-		var last Handle
-		for i := range n {
-			last = mustSchedule(t, w, t0.Add(time.Duration(1+i%100)*time.Millisecond), uint64(i))
+	w := newWheel(t)
+	s := &w.shards[0]
+	const n = 100_000
+	var last Handle
+	for i := range n {
+		last = mustSchedule(t, w, t0.Add(time.Duration(1+i%100)*time.Millisecond), uint64(i))
+	}
+	if w.Len() != n || len(s.chunks) < 20 {
+		t.Fatalf("Len %d, %d chunks after the burst", w.Len(), len(s.chunks))
+	}
+	if got := w.Advance(t0.Add(time.Second), nil); got != n {
+		t.Fatalf("fired %d", got)
+	}
+	// A lane still owns the block it took last, at the top; at its
+	// next refill it moves to the lowest free block, and the next
+	// Advance gives back every chunk above one spare.
+	for k := range 200 {
+		h := mustSchedule(t, w, t0.Add(2*time.Second), uint64(k))
+		if !w.Cancel(h) {
+			t.Fatal("Cancel = false")
 		}
-		if w.Len() != n || len(s.chunks) < 20 {
-			t.Fatalf("capacity %d: Len %d, %d chunks after the burst", capacity, w.Len(), len(s.chunks))
-		}
-		if got := w.Advance(t0.Add(time.Second), nil); got != n {
-			t.Fatalf("fired %d", got)
-		}
-		// A lane still owns the block it took last, at the top; at its
-		// next refill it moves to the lowest free block, and the next
-		// Advance gives back every chunk above one spare.
-		for k := range 200 {
-			h := mustSchedule(t, w, t0.Add(2*time.Second), uint64(k))
-			if !w.Cancel(h) {
-				t.Fatal("Cancel = false")
-			}
-		}
-		if len(s.chunks) < 20 {
-			t.Fatalf("capacity %d: shrank to %d chunks within shrinkDelay of growing", capacity, len(s.chunks))
-		}
-		w.Advance(t0.Add(time.Second+shrinkDelay*time.Millisecond), nil)
-		if len(s.chunks) > 3 {
-			t.Fatalf("capacity %d: %d chunks left after every timer fired", capacity, len(s.chunks))
-		}
-		for i := range n {
-			mustSchedule(t, w, t0.Add(2*time.Second), uint64(i))
-		}
-		if w.Cancel(last) || w.Reset(last, t0.Add(time.Hour)) {
-			t.Fatal("a handle from a given-back chunk acted on the chunk made in its place")
-		}
-		if got := w.Advance(t0.Add(3*time.Second+shrinkDelay*time.Millisecond), nil); got != n {
-			t.Fatalf("second burst fired %d", got)
-		}
+	}
+	if len(s.chunks) < 20 {
+		t.Fatalf("shrank to %d chunks within shrinkDelay of growing", len(s.chunks))
+	}
+	w.Advance(t0.Add(time.Second+shrinkDelay*time.Millisecond), nil)
+	if len(s.chunks) > 3 {
+		t.Fatalf("%d chunks left after every timer fired", len(s.chunks))
+	}
+	for i := range n {
+		mustSchedule(t, w, t0.Add(2*time.Second), uint64(i))
+	}
+	if w.Cancel(last) || w.Reset(last, t0.Add(time.Hour)) {
+		t.Fatal("a handle from a given-back chunk acted on the chunk made in its place")
+	}
+	if got := w.Advance(t0.Add(3*time.Second+shrinkDelay*time.Millisecond), nil); got != n {
+		t.Fatalf("second burst fired %d", got)
 	}
 }
 
-// TestDurationAPI: the Duration methods and the time.Time ones are one
+// TestOffsetAPI: the Offset methods and the time.Time ones are one
 // wheel: the same timers fire at the same times either way.
-func TestDurationAPI(t *testing.T) {
-	w := newWheel(t, 0)
+func TestOffsetAPI(t *testing.T) {
+	w := newWheel(t)
 	h := mustSchedule(t, w, t0.Add(10*time.Millisecond), 1)
-	h2, err := w.ScheduleAt(20*time.Millisecond+1, 2) // rounds up to 21 ms
+	h2, err := w.ScheduleOffset(20*time.Millisecond+1, 2) // rounds up to 21 ms
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := w.NextDeadlineAt(); !ok || d != 10*time.Millisecond {
-		t.Fatalf("NextDeadlineAt = %v, %v", d, ok)
+	if d, ok := w.NextDeadlineOffset(); !ok || d != 10*time.Millisecond {
+		t.Fatalf("NextDeadlineOffset = %v, %v", d, ok)
 	}
-	if !w.ResetAt(h, 15*time.Millisecond) || !w.Reset(h2, t0.Add(12*time.Millisecond)) {
+	if !w.ResetOffset(h, 15*time.Millisecond) || !w.Reset(h2, t0.Add(12*time.Millisecond)) {
 		t.Fatal("reset")
 	}
 	if at, ok := w.NextDeadline(); !ok || !at.Equal(t0.Add(12*time.Millisecond)) {
 		t.Fatalf("NextDeadline = %v, %v", at, ok)
 	}
 	var ids []uint64
-	if n := w.AdvanceTo(12*time.Millisecond, collectIDs(&ids)); n != 1 || ids[0] != 2 {
-		t.Fatalf("AdvanceTo(12ms) fired %v", ids)
+	if n := w.AdvanceOffset(12*time.Millisecond, collectIDs(&ids)); n != 1 || ids[0] != 2 {
+		t.Fatalf("AdvanceOffset(12ms) fired %v", ids)
 	}
 	if n := w.Advance(t0.Add(15*time.Millisecond), collectIDs(&ids)); n != 1 || ids[1] != 1 {
 		t.Fatalf("Advance(15ms) fired %v", ids)
 	}
-	if _, err := w.ScheduleAt(math.MaxInt64, 3); err != nil {
-		t.Fatalf("ScheduleAt(MaxInt64): %v", err)
+	if _, err := w.ScheduleOffset(math.MaxInt64, 3); err != nil {
+		t.Fatalf("ScheduleOffset(MaxInt64): %v", err)
 	}
-	if d, ok := w.NextDeadlineAt(); !ok || d <= 15*time.Millisecond {
-		t.Fatalf("NextDeadlineAt for a far timer = %v, %v", d, ok)
+	if d, ok := w.NextDeadlineOffset(); !ok || d <= 15*time.Millisecond {
+		t.Fatalf("NextDeadlineOffset for a far timer = %v, %v", d, ok)
 	}
 }
 
@@ -271,7 +269,7 @@ func TestDivTick(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	ticks := []int64{1, 2, 3, 7, 1000, int64(time.Millisecond), 3 * int64(time.Millisecond), int64(time.Hour), 1 << 40, math.MaxInt64 / 3, math.MaxInt64}
 	for _, tick := range ticks {
-		w, err := New(time.Duration(tick), t0, 1)
+		w, err := New(Config{Tick: time.Duration(tick), Start: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,9 +292,9 @@ func TestDivTick(t *testing.T) {
 // TestChunkLayout: chunkPos finds every timer where the block
 // descriptors say it is, across chunk 0 and the 4096-timer chunks.
 func TestChunkLayout(t *testing.T) {
-	w := newWheel(t, 0)
+	w := newWheel(t)
 	for i := range 3 * chunkTimers {
-		if _, err := w.ScheduleAt(time.Second, uint64(i)); err != nil {
+		if _, err := w.ScheduleOffset(time.Second, uint64(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -404,26 +402,26 @@ func idleBytes(t testing.TB, burst bool) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range ws {
-		w, err := New(DefaultTick, t0, 0)
+		w, err := New(Config{Tick: DefaultTick, Start: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if burst {
 			for k := range 10_000 {
-				if _, err := w.ScheduleAt(time.Duration(1+k%50)*time.Millisecond, uint64(k)); err != nil {
+				if _, err := w.ScheduleOffset(time.Duration(1+k%50)*time.Millisecond, uint64(k)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			w.AdvanceTo(time.Second, nil)
+			w.AdvanceOffset(time.Second, nil)
 			// The lanes move back to the bottom of the slab at their next
 			// refill, at most 64 Schedules away; then the top chunks go.
 			for k := range 200 {
-				h, err := w.ScheduleAt(2*time.Second, uint64(k))
+				h, err := w.ScheduleOffset(2*time.Second, uint64(k))
 				if err != nil || !w.Cancel(h) {
 					t.Fatal(err)
 				}
 			}
-			w.AdvanceTo(2*time.Second+shrinkDelay*DefaultTick, nil)
+			w.AdvanceOffset(2*time.Second+shrinkDelay*DefaultTick, nil)
 		}
 		ws[i] = w
 	}

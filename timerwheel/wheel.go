@@ -5,17 +5,31 @@
 // # Model
 //
 // Like golang.org/x/time/rate, a [Wheel] never looks at the clock: the
-// caller passes time in. [Wheel.ScheduleAt] files a timer for a deadline
-// given as a time.Duration since the wheel's Start and an id of the
-// caller's choosing (a sequence number, a slot index) and returns a
-// [Handle]; [Wheel.AdvanceTo] with the current time since Start hands the
+// caller passes time in. [Wheel.Schedule] files a timer for a deadline
+// and an id of the caller's choosing (a sequence number, a slot index)
+// and returns a [Handle]; [Wheel.Advance] with the current time hands the
 // id of every timer due at or before it to a callback, in deadline order.
-// The engine keeps its times as nanoseconds since its epoch and makes that
-// epoch the wheel's Start, so it passes them straight in. [Wheel.Schedule],
-// [Wheel.Reset], [Wheel.Advance] and [Wheel.NextDeadline] take and return
-// time.Time instead and are written on top of the Duration methods. There
-// is no goroutine per timer and none at all unless the caller wants the
-// optional [Driver].
+// There is no goroutine per timer and none at all unless the caller wants
+// the optional [Driver].
+//
+// # Times and offsets
+//
+// Every method that takes or returns a time comes in two spellings, one
+// meaning per name:
+//
+//   - without a suffix ([Wheel.Schedule], [Wheel.Reset], [Wheel.Advance],
+//     [Wheel.NextDeadline]) the time is a time.Time;
+//   - with the suffix Offset ([Wheel.ScheduleOffset], [Wheel.ResetOffset],
+//     [Wheel.AdvanceOffset], [Wheel.NextDeadlineOffset]) it is an offset:
+//     a time.Duration since the wheel's Start, its tick 0.
+//
+// X(t) is XOffset(t.Sub(w.Start())). The offsets exist for callers that
+// keep their own clock as nanoseconds since an epoch, as the engine does
+// (it makes that epoch the wheel's Start and passes its times straight
+// in, never building a time.Time per read). The suffix At is not used: in
+// this module (as in golang.org/x/time/rate, where X is shorthand for
+// XAt(time.Now())) it marks an explicit time.Time where a shorter name
+// reads the clock, and the wheel never reads the clock.
 //
 // Time is counted in ticks (1 ms by default in the engine) since Start. A
 // deadline is rounded up to a tick and a time passed to Advance is rounded
@@ -102,11 +116,10 @@
 // tenth) and converting the deadline (about a fourteenth). So the sender
 // path was cut to one atomic instruction:
 //
-//   - Staging. A wheel without a Capacity (the engine's) gives each shard
-//     one lane per P (GOMAXPROCS at New). Schedule pins its goroutine to
-//     its P, as sync.Pool does, takes a timer of the block its lane owns
-//     from a plain bit mask, writes it, and publishes it by setting one bit
-//     of the lane's staged word. Every lock holder first moves the staged
+//   - Staging. Each shard has one lane per P (GOMAXPROCS at New).
+//     Schedule pins its goroutine to its P, as sync.Pool does, takes a
+//     timer of the block its lane owns from a plain bit mask, writes it,
+//     and publishes it by setting one bit of the lane's staged word. Every lock holder first moves the staged
 //     timers onto the wheel: Advance, before it looks for due timers, so a
 //     staged timer fires exactly when it would have on the locked path;
 //     NextDeadline, Len and Reset likewise. A lane takes the lock (only
@@ -117,9 +130,9 @@
 //     word, racing the drain's CAS, so exactly one of them wins. A timer
 //     already on the wheel is unlinked under the lock as before.
 //
-// A wheel with a Capacity keeps every Schedule on the locked path: a lane
-// holds up to 64 timers no other P can take, which an exact ErrFull cannot
-// allow.
+// A Schedule whose P has no lane (GOMAXPROCS was raised after New) or
+// whose lane cannot refill without waiting for the lock takes the locked
+// path: the same timer, filed under the shard lock.
 //
 // Advance never holds a lock while it calls fire: it takes up to 64 due
 // ids of one tick into a buffer under the shard lock, frees their timers,
@@ -143,8 +156,10 @@ import (
 const MaxShards = 64
 
 // MaxCapacity is the most timers one shard holds: 2^26 (a Handle has 26
-// bits for the index). Config.Capacity is at most MaxCapacity·Shards. At
-// 28 bytes a timer, one full shard is 1.75 GiB.
+// bits for the index), so a wheel holds at most MaxCapacity·Shards. At 28
+// bytes a timer, one full shard is 1.75 GiB. The wheel has no smaller
+// limit of its own: its users bound what they schedule (the engine its
+// contexts per zone, SPEC R2; idem.Memory its entries).
 const MaxCapacity = 1 << indexBits
 
 // DefaultTick is the tick of the engine's wheels (SPEC R14: the lateness
@@ -168,12 +183,13 @@ const (
 // Errors. Each is returned as is or wrapped (test with errors.Is); a call
 // that returns one changes nothing.
 var (
-	// ErrFull is returned by Schedule when Capacity timers are pending
-	// (MaxCapacity·Shards for a wheel without a Capacity).
-	ErrFull = errors.New("timerwheel: capacity reached")
-	// ErrDeadline is returned by Schedule and Reset for a deadline so far
-	// after Start that the distance does not fit a time.Duration (about 292
-	// years).
+	// ErrFull is returned by Schedule when no shard has a free timer left
+	// of its MaxCapacity. Each lane (one per P and shard) may hold up to
+	// 64 free timers that only its own P schedules into, so ErrFull can
+	// come up to 64 timers per lane before MaxCapacity·Shards are pending.
+	ErrFull = errors.New("timerwheel: no free timer")
+	// ErrDeadline is returned by Schedule for a deadline so far after
+	// Start that the offset does not fit a time.Duration (about 292 years).
 	ErrDeadline = errors.New("timerwheel: deadline out of range")
 	// ErrInvalidConfig is wrapped by New for a bad Config.
 	ErrInvalidConfig = errors.New("timerwheel: invalid config")
@@ -195,39 +211,32 @@ func (h Handle) gen() uint32   { return uint32(h>>genShift) & genMask }
 func (h Handle) shard() int    { return int(h>>shardShift) & shardMask }
 func (h Handle) index() uint32 { return uint32(h) & indexMask }
 
-// Config describes a wheel for [NewConfig].
+// Config describes a wheel for [New].
 type Config struct {
 	// Tick is the resolution of the wheel (> 0). Deadlines are rounded up
 	// to it and the time passed to Advance down, so it bounds lateness.
 	// The engine uses DefaultTick (1 ms).
 	Tick time.Duration
-	// Start is tick 0: the wheel counts time from it, and the Duration
-	// methods take times since it. Pass a time with a monotonic reading
+	// Start is tick 0: the wheel counts time from it, and the Offset
+	// methods take and return offsets since it. Pass a time with a monotonic reading
 	// (time.Now()) when deadlines and the times given to Advance come from
 	// time.Now(), so that wall-clock steps do not matter.
 	Start time.Time
-	// Capacity is the most timers that may be pending at once (1 to
-	// MaxCapacity·Shards); beyond it Schedule returns ErrFull, exactly.
-	// 0 means no limit but MaxCapacity·Shards, and lets Schedule stage
-	// timers per P without the shard lock (see the package comment); the
-	// engine, which bounds its contexts itself, passes 0. Memory follows
-	// the timers pending either way, about 28 bytes a timer.
-	Capacity int
 	// Shards is the number of independently locked sub-wheels, a power of
 	// two from 1 to MaxShards; 0 means 1. See the package comment for the
 	// measurement behind the default.
 	Shards int
 }
 
-// Wheel is a hierarchical timing wheel. Create one with [New] or
-// [NewConfig]; the zero Wheel is not usable. All methods are safe for
+// Wheel is a hierarchical timing wheel. Create one with [New]; the zero
+// Wheel is not usable. Memory follows the timers pending, about 28 bytes
+// a timer (see the package comment). All methods are safe for
 // concurrent use.
 type Wheel struct {
 	tick      int64  // nanoseconds
 	recip     uint64 // ⌊(2^64-1)/tick⌋, see divTick
 	start     time.Time
 	shardBits uint
-	capacity  int
 	shards    []shard
 
 	// Written by every Advance; kept off the line the fields above share,
@@ -238,18 +247,12 @@ type Wheel struct {
 	batch     [batchSize]uint64 // Advance's buffer, owned by the running Advance
 }
 
-// New returns a wheel with one shard that counts ticks of length tick from
-// start and holds at most capacity pending timers (0: no limit but
-// MaxCapacity). Errors wrap ErrInvalidConfig. It is
-// NewConfig(Config{Tick: tick, Start: start, Capacity: capacity}).
-func New(tick time.Duration, start time.Time, capacity int) (*Wheel, error) {
-	return NewConfig(Config{Tick: tick, Start: start, Capacity: capacity})
-}
-
-// NewConfig returns a wheel for c. Errors wrap ErrInvalidConfig and name the
-// field. It allocates only the wheel's headers (a few hundred bytes per
-// shard); timers' memory comes with the timers.
-func NewConfig(c Config) (*Wheel, error) {
+// New returns a wheel for c. Errors wrap ErrInvalidConfig and name the
+// field: a Tick that is not positive, a Shards that is not 0 or a power of
+// two from 1 to MaxShards. It allocates only the wheel's headers (about a
+// kilobyte per shard with its lanes); timers' memory comes with the
+// timers.
+func New(c Config) (*Wheel, error) {
 	if c.Tick <= 0 {
 		return nil, fmt.Errorf("%w: Tick %v must be positive", ErrInvalidConfig, c.Tick)
 	}
@@ -260,34 +263,17 @@ func NewConfig(c Config) (*Wheel, error) {
 	if shards < 0 || shards > MaxShards || shards&(shards-1) != 0 {
 		return nil, fmt.Errorf("%w: Shards %d must be a power of two from 1 to %d", ErrInvalidConfig, c.Shards, MaxShards)
 	}
-	if c.Capacity < 0 || c.Capacity > MaxCapacity*shards {
-		return nil, fmt.Errorf("%w: Capacity %d must be from 0 to %d", ErrInvalidConfig, c.Capacity, MaxCapacity*shards)
-	}
 	w := &Wheel{
-		tick:     int64(c.Tick),
-		recip:    math.MaxUint64 / uint64(c.Tick),
-		start:    c.Start,
-		capacity: c.Capacity,
-		shards:   make([]shard, shards),
+		tick:   int64(c.Tick),
+		recip:  math.MaxUint64 / uint64(c.Tick),
+		start:  c.Start,
+		shards: make([]shard, shards),
 	}
 	for shards>>w.shardBits > 1 {
 		w.shardBits++
 	}
-	if c.Capacity == 0 {
-		w.capacity = MaxCapacity * shards
-		for i := range w.shards {
-			w.shards[i].init(MaxCapacity, runtime.GOMAXPROCS(0))
-		}
-		return w, nil
-	}
-	// Split the capacity so that the shards add up to exactly Capacity;
-	// Schedule spills into another shard when its own is full.
 	for i := range w.shards {
-		capacity := c.Capacity / shards
-		if i < c.Capacity%shards {
-			capacity++
-		}
-		w.shards[i].init(uint32(capacity), 0)
+		w.shards[i].init(MaxCapacity, runtime.GOMAXPROCS(0))
 	}
 	return w, nil
 }
@@ -297,9 +283,6 @@ func (w *Wheel) Tick() time.Duration { return time.Duration(w.tick) }
 
 // Start returns the wheel's tick 0.
 func (w *Wheel) Start() time.Time { return w.start }
-
-// Cap returns the most timers that may be pending at once.
-func (w *Wheel) Cap() int { return w.capacity }
 
 // divTick returns d / tick and d % tick for d ≥ 0 without a division
 // instruction: the high half of d·⌊(2^64-1)/tick⌋ is the quotient or one
@@ -354,20 +337,20 @@ func (w *Wheel) shardOf(id uint64) int {
 	return int((id * 0x9E3779B97F4A7C15) >> (64 - w.shardBits))
 }
 
-// ScheduleAt files a timer that hands id to Advance's fire callback at the
-// first Advance at or after d, a time since Start (rounded up to a tick; a
-// deadline already past fires in the next Advance). It returns the timer's
-// Handle, never 0. Error: ErrFull when Capacity timers are pending. Called
-// from fire during an Advance, a deadline at or before the tick being fired
-// waits for the next Advance, so a timer that keeps rescheduling itself at
-// "now" cannot keep one Advance running forever.
-func (w *Wheel) ScheduleAt(d time.Duration, id uint64) (Handle, error) {
+// ScheduleOffset files a timer that hands id to Advance's fire callback
+// at the first Advance at or after d, an offset since Start (rounded up to
+// a tick; a deadline already past fires in the next Advance). It returns
+// the timer's Handle, never 0. Error: ErrFull when no shard has a free
+// timer (see ErrFull). Called from fire during an Advance, a deadline at
+// or before the tick being fired waits for the next Advance, so a timer
+// that keeps rescheduling itself at "now" cannot keep one Advance running
+// forever. It does not allocate once the slab has grown to the timers
+// pending.
+func (w *Wheel) ScheduleOffset(d time.Duration, id uint64) (Handle, error) {
 	t := w.ticksUp(d)
 	home := w.shardOf(id)
-	if w.shards[home].lanes != nil {
-		if h, ok := w.shards[home].stage(home, t, id); ok {
-			return h, nil
-		}
+	if h, ok := w.shards[home].stage(home, t, id); ok {
+		return h, nil
 	}
 	// A full shard spills into the next one with room, so that ErrFull
 	// means the whole wheel is full, not just the id's shard.
@@ -389,14 +372,14 @@ func (w *Wheel) ScheduleAt(d time.Duration, id uint64) (Handle, error) {
 	return 0, ErrFull
 }
 
-// Schedule is ScheduleAt for a deadline given as a time. It also returns
-// ErrDeadline for a deadline about 292 years or more after Start.
+// Schedule is ScheduleOffset for a deadline given as a time.Time. It also
+// returns ErrDeadline for a deadline about 292 years or more after Start.
 func (w *Wheel) Schedule(deadline time.Time, id uint64) (Handle, error) {
 	d, ok := w.since(deadline)
 	if !ok {
 		return 0, ErrDeadline
 	}
-	return w.ScheduleAt(d, id)
+	return w.ScheduleOffset(d, id)
 }
 
 // Cancel stops the timer h so that its id is never handed to fire, and
@@ -419,10 +402,8 @@ func (w *Wheel) Cancel(h Handle) bool {
 	k := int(i & blockMask)
 	st := &b.links[k].state
 	g := h.gen()
-	// On a wheel with lanes a staged timer is cancelled without the lock;
-	// a wheel with a Capacity has no staged timers, and its state words
-	// are only touched under the lock.
-	for s.lanes != nil {
+	// A staged timer is cancelled without the lock.
+	for {
 		v := atomic.LoadUint32(st)
 		if v>>1 != g {
 			return false
@@ -458,11 +439,11 @@ func (w *Wheel) Cancel(h Handle) bool {
 	return true
 }
 
-// ResetAt moves the pending timer h to a new deadline d, a time since
-// Start, keeping its id and its handle; it is as if the timer were
+// ResetOffset moves the pending timer h to a new deadline d, an offset
+// since Start, keeping its id and its handle; it is as if the timer were
 // cancelled and scheduled again, without the risk of ErrFull. It returns
 // false (and changes nothing) if h is stale as for Cancel.
-func (w *Wheel) ResetAt(h Handle, d time.Duration) bool {
+func (w *Wheel) ResetOffset(h Handle, d time.Duration) bool {
 	if h&handleBit == 0 || h.shard() >= len(w.shards) {
 		return false
 	}
@@ -493,15 +474,15 @@ func (w *Wheel) ResetAt(h Handle, d time.Duration) bool {
 	return true
 }
 
-// Reset is ResetAt for a deadline given as a time. It also returns false
-// for a deadline out of range (see Schedule).
+// Reset is ResetOffset for a deadline given as a time.Time. It also
+// returns false for a deadline out of range (see Schedule).
 func (w *Wheel) Reset(h Handle, deadline time.Time) bool {
 	d, ok := w.since(deadline)
-	return ok && w.ResetAt(h, d)
+	return ok && w.ResetOffset(h, d)
 }
 
-// AdvanceTo fires every timer due at or before now, a time since Start: it
-// calls fire with each one's id, in deadline order (by tick; timers of the
+// AdvanceOffset fires every timer due at or before now, an offset since
+// Start: it calls fire with each one's id, in deadline order (by tick; timers of the
 // same tick in no particular order), and returns how many it fired. Timers
 // scheduled with a deadline at or before the tick being fired while this
 // Advance runs fire in the next one. The wheel's clock never goes back: a
@@ -515,7 +496,7 @@ func (w *Wheel) Reset(h Handle, deadline time.Time) bool {
 // without firing anything, and the running one fires what was due at its
 // own now. If fire panics, the panic propagates, the ids left in the
 // current batch (at most 63) are lost, and the wheel stays usable.
-func (w *Wheel) AdvanceTo(now time.Duration, fire func(id uint64)) int {
+func (w *Wheel) AdvanceOffset(now time.Duration, fire func(id uint64)) int {
 	if !w.advancing.CompareAndSwap(false, true) {
 		return 0
 	}
@@ -533,9 +514,10 @@ func (w *Wheel) AdvanceTo(now time.Duration, fire func(id uint64)) int {
 	return w.advanceMerge(limit, prev, fire)
 }
 
-// Advance is AdvanceTo for a time.
+// Advance is AdvanceOffset for a time.Time: it fires every timer due at
+// or before now.
 func (w *Wheel) Advance(now time.Time, fire func(id uint64)) int {
-	return w.AdvanceTo(now.Sub(w.start), fire)
+	return w.AdvanceOffset(now.Sub(w.start), fire)
 }
 
 func (w *Wheel) advanceOne(s *shard, limit int64, fire func(id uint64)) int {
@@ -602,8 +584,8 @@ func (w *Wheel) Len() int {
 	return n
 }
 
-// NextDeadlineAt returns when, as a time since Start, the next Advance may
-// have work to do, and false if no timer is pending. The time is never
+// NextDeadlineOffset returns when, as an offset since Start, the next
+// Advance may have work to do, and false if no timer is pending. The time is never
 // later than the earliest pending deadline (rounded up to a tick), so a
 // driver that sleeps until it never fires a timer late. It can be earlier
 // than that deadline: the start of a higher-level slot whose timers an
@@ -611,7 +593,7 @@ func (w *Wheel) Len() int {
 // closer (at most one such step per level). A past-due timer gives the
 // time of the last Advance, rounded down to a tick. A time beyond what a
 // time.Duration holds is returned as math.MaxInt64.
-func (w *Wheel) NextDeadlineAt() (time.Duration, bool) {
+func (w *Wheel) NextDeadlineOffset() (time.Duration, bool) {
 	e := int64(noTick)
 	for i := range w.shards {
 		e = min(e, w.shards[i].earliest())
@@ -628,9 +610,9 @@ func (w *Wheel) NextDeadlineAt() (time.Duration, bool) {
 	return time.Duration(e * w.tick), true
 }
 
-// NextDeadline is NextDeadlineAt as a time.
+// NextDeadline is NextDeadlineOffset as a time.Time.
 func (w *Wheel) NextDeadline() (time.Time, bool) {
-	d, ok := w.NextDeadlineAt()
+	d, ok := w.NextDeadlineOffset()
 	if !ok {
 		return time.Time{}, false
 	}

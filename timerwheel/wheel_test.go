@@ -2,8 +2,10 @@ package timerwheel
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,13 +20,44 @@ func TestMain(m *testing.M) {
 
 var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newWheel(t testing.TB, capacity int) *Wheel {
+func newWheel(t testing.TB) *Wheel {
 	t.Helper()
-	w, err := New(time.Millisecond, t0, capacity)
+	w, err := New(Config{Tick: time.Millisecond, Start: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// limited returns a wheel for c whose shards hold at most perShard timers
+// each (a multiple of 64) instead of MaxCapacity, so that a test reaches
+// ErrFull without 2^26 timers; 0 leaves the wheel as New made it. It sets
+// the one number grow reads, nothing else: the wheel keeps its one path.
+func limited(t testing.TB, c Config, perShard int) *Wheel {
+	t.Helper()
+	if perShard%blockSize != 0 {
+		t.Fatalf("limit %d is not a multiple of %d", perShard, blockSize)
+	}
+	w, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range w.shards {
+		if perShard > 0 {
+			w.shards[i].capacity = uint32(perShard)
+		}
+	}
+	return w
+}
+
+// laneSlack is how many timers lanes may hold claimed but unused: 64 per
+// lane (see ErrFull).
+func laneSlack(w *Wheel) int {
+	n := 0
+	for i := range w.shards {
+		n += blockSize * len(w.shards[i].lanes)
+	}
+	return n
 }
 
 func mustSchedule(t testing.TB, w *Wheel, deadline time.Time, id uint64) Handle {
@@ -46,67 +79,92 @@ func collectIDs(ids *[]uint64) func(uint64) {
 
 func TestConfigErrors(t *testing.T) {
 	bad := []Config{
-		{Tick: 0, Capacity: 1},
-		{Tick: -time.Millisecond, Capacity: 1},
-		{Tick: time.Millisecond, Capacity: -5},
-		{Tick: time.Millisecond, Capacity: MaxCapacity + 1},
-		{Tick: time.Millisecond, Capacity: 10, Shards: 3},
-		{Tick: time.Millisecond, Capacity: 10, Shards: -1},
-		{Tick: time.Millisecond, Capacity: 10, Shards: 2 * MaxShards},
+		{Tick: 0},
+		{Tick: -time.Millisecond},
+		{Tick: time.Millisecond, Shards: 3},
+		{Tick: time.Millisecond, Shards: -1},
+		{Tick: time.Millisecond, Shards: 2 * MaxShards},
 	}
 	for _, c := range bad {
-		if w, err := NewConfig(c); !errors.Is(err, ErrInvalidConfig) || w != nil {
-			t.Errorf("NewConfig(%+v) = %v, %v; want nil, ErrInvalidConfig", c, w, err)
+		if w, err := New(c); !errors.Is(err, ErrInvalidConfig) || w != nil {
+			t.Errorf("New(%+v) = %v, %v; want nil, ErrInvalidConfig", c, w, err)
 		}
 	}
 	if _, err := NewDriver(nil, time.Millisecond, nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewDriver(nil wheel): %v", err)
 	}
-	w := newWheel(t, 1)
+	w := newWheel(t)
 	if _, err := NewDriver(w, 0, nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewDriver(interval 0): %v", err)
 	}
-	w, err := NewConfig(Config{Tick: time.Millisecond, Capacity: 2 * MaxCapacity, Shards: 2})
-	if err != nil || w.Cap() != 2*MaxCapacity {
-		t.Fatalf("largest capacity: %v", err)
+	w, err := New(Config{Tick: time.Millisecond, Shards: MaxShards})
+	if err != nil || len(w.shards) != MaxShards {
+		t.Fatalf("most shards: %v", err)
 	}
 	if w.Tick() != time.Millisecond || !w.Start().IsZero() {
 		t.Fatalf("Tick %v Start %v", w.Tick(), w.Start())
 	}
 }
 
-// TestCapacity: Schedule fails with ErrFull at capacity, changes nothing,
-// and succeeds again once a timer is gone; a sharded wheel spills into
-// other shards so ErrFull means the whole wheel is full.
-func TestCapacity(t *testing.T) {
-	for _, shards := range []int{1, 4} {
-		const capacity = 4097 // one full chunk and one node of the next
-		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: capacity, Shards: shards})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs := make([]Handle, 0, capacity)
-		for i := range capacity {
-			hs = append(hs, mustSchedule(t, w, t0.Add(time.Second), uint64(i)*8)) // ids all in one shard's hash class or not: spill covers both
-		}
-		if _, err := w.Schedule(t0.Add(time.Second), 1); !errors.Is(err, ErrFull) {
-			t.Fatalf("shards %d: Schedule past capacity: %v, want ErrFull", shards, err)
-		}
-		if w.Len() != capacity {
-			t.Fatalf("Len %d after a failed Schedule", w.Len())
-		}
-		if !w.Cancel(hs[100]) {
-			t.Fatal("Cancel of a pending timer = false")
-		}
-		mustSchedule(t, w, t0.Add(time.Second), 1)
-		if n := w.Advance(t0.Add(time.Second), nil); n != capacity {
-			t.Fatalf("Advance fired %d, want %d", n, capacity)
-		}
+// TestFull: Schedule fails with ErrFull when the shards' slabs are full,
+// changes nothing, and the wheel fills as far again once its timers are
+// gone; a sharded wheel spills into other shards so ErrFull means the
+// whole wheel is full. Timers claimed by lanes may make ErrFull come
+// early, by at most 64 a lane (the ErrFull contract); with one P and one
+// shard the one lane hands its block back before the locked path gives
+// up, so ErrFull comes exactly at the limit.
+func TestFull(t *testing.T) {
+	const perShard = 4096 + 2*blockSize // chunk 0 (64), one full chunk, one block of the next
+	for _, c := range []struct {
+		procs, shards int
+		exact         bool
+	}{{1, 1, true}, {0, 1, false}, {0, 4, false}, {1, 4, false}} {
+		t.Run(fmt.Sprintf("procs%d/shards%d", c.procs, c.shards), func(t *testing.T) {
+			if c.procs > 0 {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.procs))
+			}
+			w := limited(t, Config{Tick: time.Millisecond, Start: t0, Shards: c.shards}, perShard)
+			limit, slack := perShard*c.shards, laneSlack(w)
+			for round := range 2 {
+				at := t0.Add(time.Duration(round+1) * time.Second)
+				n := 0
+				for ; n <= limit; n++ {
+					_, err := w.Schedule(at, uint64(n)*8)
+					if errors.Is(err, ErrFull) {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				switch {
+				case n > limit:
+					t.Fatalf("round %d: %d timers pending, past the limit %d, and no ErrFull", round, n, limit)
+				case c.exact && n != limit:
+					t.Fatalf("round %d: ErrFull at %d pending, want exactly %d", round, n, limit)
+				case n < limit-slack:
+					t.Fatalf("round %d: ErrFull at %d pending, more than %d (64 a lane) before the limit %d", round, n, slack, limit)
+				}
+				if w.Len() != n {
+					t.Fatalf("round %d: Len %d after a failed Schedule, want %d", round, w.Len(), n)
+				}
+				seen := make([]bool, n)
+				fired := w.Advance(at, func(id uint64) {
+					if id%8 != 0 || id/8 >= uint64(n) || seen[id/8] {
+						t.Fatalf("round %d: fired id %d: not scheduled or twice", round, id)
+					}
+					seen[id/8] = true
+				})
+				if fired != n || w.Len() != 0 {
+					t.Fatalf("round %d: Advance fired %d, want %d; Len %d", round, fired, n, w.Len())
+				}
+			}
+		})
 	}
 }
 
 func TestDeadlineRange(t *testing.T) {
-	w := newWheel(t, 4)
+	w := newWheel(t)
 	far := t0.Add(math.MaxInt64).Add(time.Hour)
 	if _, err := w.Schedule(far, 1); !errors.Is(err, ErrDeadline) {
 		t.Fatalf("Schedule 292+ years out: %v, want ErrDeadline", err)
@@ -125,7 +183,7 @@ func TestDeadlineRange(t *testing.T) {
 // rounded up, so it fires neither before the deadline nor later than the
 // first Advance one tick past it.
 func TestNeverEarlyAtMostOneTickLate(t *testing.T) {
-	w := newWheel(t, 4)
+	w := newWheel(t)
 	deadline := t0.Add(10*time.Millisecond + 300*time.Microsecond)
 	mustSchedule(t, w, deadline, 7)
 	for _, now := range []time.Duration{10 * time.Millisecond, 10*time.Millisecond + 299*time.Microsecond, 10*time.Millisecond + 999*time.Microsecond} {
@@ -143,7 +201,7 @@ func TestNeverEarlyAtMostOneTickLate(t *testing.T) {
 // exactly their tick.
 func TestLevelBoundaries(t *testing.T) {
 	for _, startTick := range []int64{0, 1, 63, 64, 4095, 4096, 1<<farBits - 1, 5 << 18} {
-		w, err := New(time.Nanosecond, t0, 64)
+		w, err := New(Config{Tick: time.Nanosecond, Start: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +246,7 @@ func TestLevelBoundaries(t *testing.T) {
 // TestIdleThenShortTimer: after hours without timers a 100 ms timer fires
 // at 100 ms, not earlier and not a level's span later.
 func TestIdleThenShortTimer(t *testing.T) {
-	w := newWheel(t, 4)
+	w := newWheel(t)
 	now := t0.Add(5*time.Hour + 17*time.Millisecond)
 	if n := w.Advance(now, nil); n != 0 {
 		t.Fatalf("idle Advance fired %d", n)
@@ -214,7 +272,7 @@ func TestIdleThenShortTimer(t *testing.T) {
 // order. A wheel that stepped through ticks, or even through the slots of
 // its upper levels, would not finish; this one visits only non-empty slots.
 func TestJumpIsProportionalToTimers(t *testing.T) {
-	w, err := New(time.Nanosecond, t0, 10_000)
+	w, err := New(Config{Tick: time.Nanosecond, Start: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +295,7 @@ func TestJumpIsProportionalToTimers(t *testing.T) {
 // TestFarDeadline: a deadline beyond the sixth level (2^36 ticks, 795 days
 // at 1 ms) sits on the upper levels and still fires in exactly its tick.
 func TestFarDeadline(t *testing.T) {
-	w := newWheel(t, 4)
+	w := newWheel(t)
 	far := t0.Add(time.Duration(3<<farBits+12345) * time.Millisecond) // about 6.5 years
 	mustSchedule(t, w, far, 9)
 	mustSchedule(t, w, t0.Add(time.Second), 1)
@@ -260,7 +318,7 @@ func TestFarDeadline(t *testing.T) {
 // TestPastDeadline: a deadline at or before the last Advance fires in the
 // next Advance, even one that does not move time forward.
 func TestPastDeadline(t *testing.T) {
-	w := newWheel(t, 8)
+	w := newWheel(t)
 	now := t0.Add(time.Second)
 	w.Advance(now, nil)
 	mustSchedule(t, w, t0.Add(-time.Hour), 1) // before Start
@@ -282,7 +340,7 @@ func TestPastDeadline(t *testing.T) {
 // TestStaleHandle: a handle to a fired or cancelled timer is a no-op for
 // Cancel and Reset even after its node is reused by a new timer.
 func TestStaleHandle(t *testing.T) {
-	w := newWheel(t, 1) // one node: every Schedule reuses it
+	w := newWheel(t) // one node: every Schedule reuses it
 	h1 := mustSchedule(t, w, t0.Add(time.Millisecond), 1)
 	if !w.Cancel(h1) || w.Cancel(h1) {
 		t.Fatal("Cancel twice: want true then false")
@@ -313,7 +371,7 @@ func TestStaleHandle(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	w := newWheel(t, 4)
+	w := newWheel(t)
 	h := mustSchedule(t, w, t0.Add(time.Hour), 5)
 	if !w.Reset(h, t0.Add(3*time.Millisecond)) {
 		t.Fatal("Reset of a pending timer = false")
@@ -336,7 +394,7 @@ func TestReset(t *testing.T) {
 // TestSameTick: 500,000 timers due in one tick all fire once, in one
 // Advance, and the slab is reused afterwards without growing.
 func TestSameTick(t *testing.T) {
-	w := newWheel(t, sameTickCount)
+	w := newWheel(t)
 	at := t0.Add(42 * time.Millisecond)
 	for i := range uint64(sameTickCount) {
 		mustSchedule(t, w, at, i)
@@ -359,7 +417,7 @@ func TestSameTick(t *testing.T) {
 // one that reschedules itself at the tick being fired waits for the next
 // Advance instead of spinning.
 func TestSelfReschedule(t *testing.T) {
-	w := newWheel(t, 2)
+	w := newWheel(t)
 	next := int64(1)
 	mustSchedule(t, w, t0.Add(time.Millisecond), 1)
 	n := w.Advance(t0.Add(selfResched*time.Millisecond), func(id uint64) {
@@ -391,13 +449,9 @@ func TestSelfReschedule(t *testing.T) {
 // TestFireMayUseWheel: fire can Schedule, Reset and Cancel, and a nested
 // Advance returns 0 instead of deadlocking.
 func TestFireMayUseWheel(t *testing.T) {
-	for _, cfg := range []Config{{Capacity: 64, Shards: 1}, {Capacity: 64, Shards: 8}, {Shards: 1}, {Shards: 8}} {
-		shards := cfg.Shards
-		cfg.Tick, cfg.Start = time.Millisecond, t0
-		w, err := NewConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, cfg := range []struct{ limit, shards int }{{64, 1}, {64, 8}, {0, 1}, {0, 8}} {
+		shards := cfg.shards
+		w := limited(t, Config{Tick: time.Millisecond, Start: t0, Shards: shards}, cfg.limit)
 		a := mustSchedule(t, w, t0.Add(5*time.Millisecond), 1)
 		b := mustSchedule(t, w, t0.Add(5*time.Millisecond), 2)
 		c := mustSchedule(t, w, t0.Add(6*time.Millisecond), 3)
@@ -425,7 +479,7 @@ func TestFireMayUseWheel(t *testing.T) {
 			}
 		})
 		if len(got) != 4 || got[2] != 4 || got[3] != 5 {
-			t.Fatalf("capacity %d shards %d: fired %v, want 1 and 2 then 4 (reset to 7ms) then 5 (8ms)", cfg.Capacity, shards, got)
+			t.Fatalf("limit %d shards %d: fired %v, want 1 and 2 then 4 (reset to 7ms) then 5 (8ms)", cfg.limit, shards, got)
 		}
 	}
 }
@@ -434,8 +488,8 @@ func TestFireMayUseWheel(t *testing.T) {
 // fires the same timers: every timer has exactly one outcome.
 func TestCancelRacesAdvance(t *testing.T) {
 	const n = 20_000
-	for _, c := range []struct{ capacity, shards int }{{n, 1}, {n, 4}, {0, 1}, {0, 4}} {
-		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: c.capacity, Shards: c.shards})
+	for _, shards := range []int{1, 4} {
+		w, err := New(Config{Tick: time.Millisecond, Start: t0, Shards: shards})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,7 +516,7 @@ func TestCancelRacesAdvance(t *testing.T) {
 		wg.Wait()
 		for i := range n {
 			if f, cn := fired[i].Load(), cancelled[i].Load(); f+cn != 1 {
-				t.Fatalf("%+v: timer %d: fired %d times, cancelled %d times", c, i, f, cn)
+				t.Fatalf("shards %d: timer %d: fired %d times, cancelled %d times", shards, i, f, cn)
 			}
 		}
 		if w.Len() != 0 {
@@ -476,9 +530,8 @@ func TestCancelRacesAdvance(t *testing.T) {
 // exactly-once bookkeeping.
 func TestConcurrentUse(t *testing.T) {
 	const perG, goroutines = 5000, 4
-	for _, c := range []struct{ capacity, shards int }{{perG * goroutines, 1}, {perG * goroutines, 4}, {0, 1}, {0, 4}} {
-		shards := c.shards
-		w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: c.capacity, Shards: shards})
+	for _, shards := range []int{1, 4} {
+		w, err := New(Config{Tick: time.Millisecond, Start: t0, Shards: shards})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -523,7 +576,7 @@ func TestConcurrentUse(t *testing.T) {
 		w.Advance(t0.Add(time.Duration(clock.Add(100))*time.Millisecond), fire)
 		for i := range outcome {
 			if o := outcome[i].Load(); o != 1 {
-				t.Fatalf("capacity %d shards %d: timer %d had %d outcomes", c.capacity, shards, i, o)
+				t.Fatalf("shards %d: timer %d had %d outcomes", shards, i, o)
 			}
 		}
 	}
@@ -532,8 +585,11 @@ func TestConcurrentUse(t *testing.T) {
 // TestZeroAllocs: Schedule, Reset, Cancel and Advance allocate nothing at
 // steady state (once the slab chunk exists).
 func TestZeroAllocs(t *testing.T) {
-	for _, capacity := range []int{1024, 0} {
-		w := newWheel(t, capacity)
+	for _, shards := range []int{1, 4} {
+		w, err := New(Config{Tick: time.Millisecond, Start: t0, Shards: shards})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range uint64(512) {
 			mustSchedule(t, w, t0.Add(time.Duration(i)*time.Second), i)
 		}
@@ -549,7 +605,7 @@ func TestZeroAllocs(t *testing.T) {
 			if _, err := w.Schedule(now.Add(2*time.Millisecond), 2); err != nil {
 				t.Fatal(err)
 			}
-			h, err = w.ScheduleAt(now.Sub(t0)+time.Second, 3)
+			h, err = w.ScheduleOffset(now.Sub(t0)+time.Second, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -559,7 +615,7 @@ func TestZeroAllocs(t *testing.T) {
 			w.NextDeadline()
 		})
 		if allocs != 0 {
-			t.Fatalf("capacity %d: %v allocations per Schedule+Reset+Cancel+Advance", capacity, allocs)
+			t.Fatalf("shards %d: %v allocations per Schedule+Reset+Cancel+Advance", shards, allocs)
 		}
 	}
 }
@@ -569,7 +625,7 @@ func TestZeroAllocs(t *testing.T) {
 func TestDriver(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	start := time.Now()
-	w, err := New(time.Millisecond, start, 16)
+	w, err := New(Config{Tick: time.Millisecond, Start: start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +660,7 @@ func TestDriver(t *testing.T) {
 // merge does not spend a lock on it) still gives a NextDeadline no earlier
 // than that Advance, and its timers keep their order and tick.
 func TestShardedNextDeadline(t *testing.T) {
-	w, err := NewConfig(Config{Tick: time.Millisecond, Start: t0, Capacity: 64, Shards: 8})
+	w, err := New(Config{Tick: time.Millisecond, Start: t0, Shards: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +696,7 @@ func TestShardedNextDeadline(t *testing.T) {
 // due, and everything fires in its tick. (This caught a stale lower bound
 // in an earlier design that parked far timers on a list.)
 func TestFarCancelAndClockBack(t *testing.T) {
-	w, err := New(time.Nanosecond, t0, 8)
+	w, err := New(Config{Tick: time.Nanosecond, Start: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,7 +729,7 @@ func TestFarCancelAndClockBack(t *testing.T) {
 // TestGenerationWrap: after 2^31 reuses of a timer its generation wraps
 // to 0, and Schedule still never returns the zero Handle.
 func TestGenerationWrap(t *testing.T) {
-	w := newWheel(t, 1)
+	w := newWheel(t)
 	h := mustSchedule(t, w, t0.Add(time.Second), 1)
 	b := w.shards[0].blocks[0]
 	b.links[h.index()].state = genMask<<1 | stWheel // as if reused 2^31-1 times
@@ -692,7 +748,7 @@ func TestGenerationWrap(t *testing.T) {
 // TestFirePanics: a panic in fire propagates out of Advance; the wheel
 // stays usable and the timers not yet taken out still fire.
 func TestFirePanics(t *testing.T) {
-	w := newWheel(t, 8)
+	w := newWheel(t)
 	mustSchedule(t, w, t0.Add(time.Millisecond), 1)
 	mustSchedule(t, w, t0.Add(2*time.Millisecond), 2)
 	func() {
@@ -752,7 +808,7 @@ func TestFreeSet(t *testing.T) {
 func TestCancelBetweenBatches(t *testing.T) {
 	for _, past := range []bool{false, true} {
 		const n = 3*batchSize + 7
-		w := newWheel(t, n)
+		w := newWheel(t)
 		at := t0.Add(5 * time.Millisecond)
 		if past {
 			w.Advance(at, nil)

@@ -59,7 +59,13 @@ const readerBufSize = 64 << 10
 
 // NewReader returns a Reader over r that accepts frames of at most max
 // bytes; max <= 0 or above MaxFrameSize means MaxFrameSize. The buffer
-// starts at 64 KiB and grows, once, to the largest frame seen.
+// starts at 64 KiB and grows with the bytes that arrive, never with the
+// length a prefix declares: it doubles (up to the frame's length) only
+// when it is full of one frame's unconsumed bytes, so a peer that sends a
+// 16 MiB prefix and no body costs no more memory than one that sends
+// nothing (SPEC R22). A frame of n bytes that does arrive allocates less
+// than 4n in all on its way up, and the buffer keeps the size of the
+// largest frame seen.
 func NewReader(r io.Reader, max int) *Reader {
 	if max <= 0 || max > MaxFrameSize {
 		max = MaxFrameSize
@@ -98,22 +104,13 @@ func (r *Reader) Next() ([]byte, error) {
 // returned as frames.
 func (r *Reader) Buffered() int { return r.end - r.start }
 
-// fill makes at least need bytes available at buf[start:].
+// fill makes at least need bytes available at buf[start:], reading from
+// the stream only into room the buffer has: see makeRoom for how it grows.
 func (r *Reader) fill(need int) error {
-	if r.end-r.start >= need {
-		return nil
-	}
-	if len(r.buf)-r.start < need {
-		if need > len(r.buf) {
-			nb := make([]byte, max(need, min(2*len(r.buf), r.max+StreamPrefixSize)))
-			r.end = copy(nb, r.buf[r.start:r.end])
-			r.buf = nb
-		} else {
-			r.end = copy(r.buf, r.buf[r.start:r.end])
-		}
-		r.start = 0
-	}
 	for r.end-r.start < need {
+		if r.end == len(r.buf) {
+			r.makeRoom(need)
+		}
 		n, err := r.r.Read(r.buf[r.end:])
 		r.end += n
 		if r.end-r.start >= need {
@@ -134,4 +131,20 @@ func (r *Reader) fill(need int) error {
 		}
 	}
 	return nil
+}
+
+// makeRoom makes room after buf[end], which is at the end of buf, for a
+// frame that needs need bytes from start. Consumed bytes at the front go
+// first (the unconsumed ones move down); only a buffer full of unconsumed
+// bytes grows, to at most twice its size, so the buffer never outgrows
+// twice what has actually arrived. need > end-start here.
+func (r *Reader) makeRoom(need int) {
+	if r.start > 0 {
+		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.start = 0
+		return
+	}
+	nb := make([]byte, min(need, 2*len(r.buf)))
+	r.end = copy(nb, r.buf[:r.end])
+	r.buf = nb
 }

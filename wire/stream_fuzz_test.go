@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 	"testing/iotest"
 )
@@ -68,16 +69,34 @@ func (r *partsReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// countingReader counts the bytes its reader has delivered.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
 // checkReader reads src to its end through a Reader with limit max and
 // compares with the reference decoding: the same frames in order, the same
 // final error, which stays. A transient error from src is passed through
-// at most once per transient and loses no byte.
+// at most once per transient and loses no byte. The buffer never outgrows
+// twice the bytes that have arrived (or its first 64 KiB), whatever the
+// length prefixes declare (SPEC R22).
 func checkReader(t *testing.T, name string, src io.Reader, max int, want [][]byte, end error, transients int) {
 	t.Helper()
-	r := NewReader(src, max)
+	cr := &countingReader{r: src}
+	r := NewReader(cr, max)
 	var got int
 	for {
 		f, err := r.Next()
+		if len(r.buf) > readerBufSize && len(r.buf) > 2*cr.n {
+			t.Fatalf("%s: a %d-byte buffer after %d bytes arrived", name, len(r.buf), cr.n)
+		}
 		if errors.Is(err, errTransient) {
 			if transients--; transients < 0 {
 				t.Fatalf("%s: transient error returned twice", name)
@@ -159,4 +178,51 @@ func FuzzReader(f *testing.F) {
 			checkReader(t, "split", &partsReader{parts: parts, failAt: -1}, small, want, end, 0)
 		}
 	})
+}
+
+// stallReader returns prefix, then errStalled forever: a peer that sent a
+// length prefix and stopped, as seen through a connection with a read
+// deadline.
+type stallReader struct{ prefix []byte }
+
+var errStalled = errors.New("read deadline exceeded")
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if len(s.prefix) == 0 {
+		return 0, errStalled
+	}
+	n := copy(p, s.prefix)
+	s.prefix = s.prefix[n:]
+	return n, nil
+}
+
+// TestReaderDeclaredLengthCostsNothing: a 4-byte prefix declaring a
+// 16 MiB frame (MaxFrameSize, so it is accepted) with no body, or with a
+// trickle of it, costs the connection no more than the Reader's first
+// buffer: the buffer grows with the bytes that arrive (SPEC R22). Before,
+// it allocated the declared 16 MiB at once. The bound, far below the
+// 16 MiB declared, is twice the first buffer (room for the runtime's own
+// allocations during the test) plus four times the bytes sent.
+func TestReaderDeclaredLengthCostsNothing(t *testing.T) {
+	prefix := binary.LittleEndian.AppendUint32(nil, MaxFrameSize)
+	for _, body := range []int{0, 1000, 100_000} {
+		src := &stallReader{prefix: append(prefix, make([]byte, body)...)}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		r := NewReader(src, 0)
+		for range 3 {
+			if f, err := r.Next(); !errors.Is(err, errStalled) {
+				t.Fatalf("body %d: Next = %d bytes, %v; want the stall's error", body, len(f), err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		limit := uint64(2*readerBufSize + 4*(StreamPrefixSize+body))
+		if got := after.TotalAlloc - before.TotalAlloc; got > limit {
+			t.Errorf("body %d of a declared %d: %d bytes allocated, want at most %d", body, MaxFrameSize, got, limit)
+		}
+		if r.Buffered() != StreamPrefixSize+body {
+			t.Errorf("body %d: %d bytes buffered, want %d (nothing lost)", body, r.Buffered(), StreamPrefixSize+body)
+		}
+	}
 }

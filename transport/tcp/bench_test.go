@@ -51,9 +51,7 @@ func BenchmarkSend(b *testing.B) {
 		addrs := &sync.Map{}
 		addrs.Store(retry.Proxy{Host: "h", Port: 1}, s.addr())
 		tr := newTransport(b, tcp.Config{}, addrs)
-		if err := tr.Open(1, retry.Proxy{Host: "h", Port: 1}); err != nil {
-			b.Fatal(err)
-		}
+		openDialed(b, tr, 1, retry.Proxy{Host: "h", Port: 1})
 		var sent atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -112,9 +110,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		addrs := &sync.Map{}
 		addrs.Store(retry.Proxy{Host: "h", Port: 1}, s.addr())
 		tr := newTransport(b, tcp.Config{}, addrs)
-		if err := tr.Open(1, retry.Proxy{Host: "h", Port: 1}); err != nil {
-			b.Fatal(err)
-		}
+		openDialed(b, tr, 1, retry.Proxy{Host: "h", Port: 1})
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {

@@ -33,7 +33,8 @@ type proxyConn struct {
 	wframes int      // frames in wbuf
 	shutOff bool     // Close was called
 
-	kick chan struct{} // capacity 1: the writer has work
+	kick   chan struct{} // capacity 1: the writer has work
+	dialed chan struct{} // closed when the first connection attempt has ended (or the reader has)
 }
 
 // dial makes one connection attempt, bounded by DialTimeout and by Close.
@@ -96,48 +97,58 @@ func (c *proxyConn) shut() {
 	c.wmu.Unlock()
 }
 
-// readLoop is the proxy's reader goroutine: it reads frames from the
-// current connection into the ring, and on any error reconnects with
-// backoff, until Close. first is Open's connection, already attached, or
-// nil if that attempt failed.
-func (c *proxyConn) readLoop(first net.Conn) {
+// readLoop is the proxy's reader goroutine: it makes the proxy's first
+// connection attempt (Open never waits on a dial, SPEC R22), reads frames
+// from the current connection into the ring, and on any error reconnects
+// with backoff, until Close. The proxy is unavailable until a connection
+// is attached.
+func (c *proxyConn) readLoop() {
 	t := c.t
 	defer t.wg.Done()
-	nc := first
-	retries := 0
+	first := true
+	defer func() {
+		if first { // Close before the first attempt ended
+			close(c.dialed)
+		}
+	}()
+	retries := 0 // failed attempts and lost connections since the last stable one
 	var prev time.Duration
 	for {
-		if nc == nil {
-			retries++
+		if retries > 0 {
 			prev = t.cfg.Backoff.Delay(retries, prev)
 			if !c.sleep(prev) {
 				return
 			}
-			var err error
-			if nc, err = c.dial(); err != nil {
-				if !t.closed.Load() {
-					t.log.LogAttrs(context.Background(), slog.LevelDebug, MsgDialFailed,
-						slog.String("proxy", c.proxy.String()), slog.String("error", err.Error()))
-				}
-				continue
+		}
+		nc, err := c.dial()
+		attached := err == nil && c.attach(nc)
+		if first {
+			first = false
+			close(c.dialed)
+		}
+		if err != nil {
+			if !t.closed.Load() {
+				t.log.LogAttrs(context.Background(), slog.LevelDebug, MsgDialFailed,
+					slog.String("proxy", c.proxy.String()), slog.String("error", err.Error()))
 			}
+			retries++
+			continue
 		}
-		if nc != first && !c.attach(nc) {
-			return
+		if !attached {
+			return // closed meanwhile; attach closed nc
 		}
-		first = nil
 		t.log.LogAttrs(context.Background(), slog.LevelDebug, MsgConnected,
 			slog.String("proxy", c.proxy.String()), slog.String("addr", nc.RemoteAddr().String()))
 		since := time.Now()
-		err := c.readFrames(nc)
+		err = c.readFrames(nc)
 		c.detach(nc)
-		nc = nil
 		if t.closed.Load() {
 			return
 		}
 		if time.Since(since) >= t.cfg.StableAfter {
 			retries, prev = 0, 0
 		}
+		retries++
 		t.log.LogAttrs(context.Background(), slog.LevelInfo, MsgConnectionLost,
 			slog.String("proxy", c.proxy.String()), slog.String("error", err.Error()))
 	}
@@ -160,10 +171,13 @@ func (c *proxyConn) sleep(d time.Duration) bool {
 
 var errStopped = errors.New("tcp: transport closed")
 
-// readFrames copies frames from nc into the ring until an error.
+// readFrames copies frames from nc into the ring until an error, a frame
+// that takes longer than FrameTimeout to arrive once it has begun included.
 func (c *proxyConn) readFrames(nc net.Conn) error {
 	t := c.t
-	r := wire.NewReader(nc, t.cfg.MaxFrameSize)
+	fr := &frameDeadline{nc: nc, timeout: t.cfg.FrameTimeout}
+	r := wire.NewReader(fr, t.cfg.MaxFrameSize)
+	fr.r = r
 	for {
 		f, err := r.Next()
 		if err != nil {
@@ -173,6 +187,39 @@ func (c *proxyConn) readFrames(nc net.Conn) error {
 			return errStopped
 		}
 	}
+}
+
+// frameDeadline is the connection as the wire.Reader reads it: it bounds
+// how long a frame may take once its first bytes have arrived. The Reader
+// reads from the stream only when it holds less than the frame it is
+// decoding, so a Read while the Reader buffers bytes is a Read in the
+// middle of a frame: the first such Read arms a deadline FrameTimeout
+// ahead, and the first Read between frames clears it. A proxy that
+// trickles a frame (one byte per 100 ms keeps a per-Read timeout happy)
+// or stops halfway is cut off at the deadline, and a connection that is
+// merely idle between frames never is. Frames that arrive whole in one
+// Read touch no deadline at all.
+type frameDeadline struct {
+	nc      net.Conn
+	r       *wire.Reader
+	timeout time.Duration
+	armed   bool
+}
+
+func (f *frameDeadline) Read(p []byte) (int, error) {
+	switch mid := f.r.Buffered() > 0; {
+	case mid && !f.armed:
+		if err := f.nc.SetReadDeadline(time.Now().Add(f.timeout)); err != nil {
+			return 0, err
+		}
+		f.armed = true
+	case !mid && f.armed:
+		if err := f.nc.SetReadDeadline(time.Time{}); err != nil {
+			return 0, err
+		}
+		f.armed = false
+	}
+	return f.nc.Read(p)
 }
 
 // deliver copies a received frame into the ring for Recv; false if the

@@ -7,13 +7,17 @@
 // # Shape
 //
 // Open starts two goroutines for a proxy, which live until Close whatever
-// happens to the connection:
+// happens to the connection, and returns: it never waits on the network,
+// so a route update never waits on a dial (SPEC R22).
 //
 //   - The reader dials (Config.Dial, after Config.Resolve has mapped the
-//     logical retry.Proxy to an address), reads length-prefixed frames with
-//     a wire.Reader and copies each into the proxy's receive ring; on any
-//     error it marks the proxy unavailable, closes the connection and dials
-//     again after a backoff delay (Config.Backoff, package retry/backoff).
+//     logical retry.Proxy to an address), at once for the first attempt;
+//     reads length-prefixed frames with a wire.Reader and copies each into
+//     the proxy's receive ring; on any error — a frame that takes longer
+//     than Config.FrameTimeout once begun included — it marks the proxy
+//     unavailable, closes the connection and dials again after a backoff
+//     delay (Config.Backoff, package retry/backoff). WaitDialed lets a
+//     caller wait for the first attempts.
 //   - The writer waits for frames that Send queued in the proxy's write
 //     buffer and writes everything queued in one system call.
 //
@@ -57,7 +61,7 @@
 // # Availability
 //
 // Available reports a proxy as usable while it has a connection and room
-// in its write buffer; Send to any other proxy returns an error wrapping
+// in its write buffer (so not before its first connection succeeds); Send to any other proxy returns an error wrapping
 // retry.ErrUnavailable, which makes the engine choose the next proxy at
 // once (SPEC R13). Frames queued but not yet written when a connection
 // breaks are dropped (counted in Stats.FramesLost): the engine's timers

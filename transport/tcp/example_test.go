@@ -1,6 +1,7 @@
 package tcp_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"time"
@@ -43,6 +44,11 @@ func Example() {
 	proxy := retry.Proxy{Host: "host-1", Port: 7}
 	if err := tr.Open(1, proxy); err != nil {
 		fmt.Println("open:", err)
+	}
+	// Open never waits on the network; a caller that wants the first
+	// connection in place before it sends waits for it.
+	if err := tr.WaitDialed(context.Background()); err != nil {
+		fmt.Println("wait:", err)
 	}
 	fmt.Println("available:", tr.Available(1))
 	if err := tr.Send(1, []byte("hello, proxy")); err != nil {

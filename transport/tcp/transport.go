@@ -30,6 +30,9 @@ const (
 	// DefaultStableAfter is how long a connection must stay up for the
 	// reconnect backoff to start again from its first delay.
 	DefaultStableAfter = time.Second
+	// DefaultFrameTimeout bounds how long one frame may take to arrive
+	// once its first bytes have.
+	DefaultFrameTimeout = 5 * time.Second
 )
 
 // The transport's log messages (slog, through Config.Logger): stable strings
@@ -102,6 +105,12 @@ type Config struct {
 	MaxFrameSize int
 	// WriteTimeout bounds one write; 0 means DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// FrameTimeout bounds how long a frame from a proxy may take to arrive
+	// once its first bytes have (SPEC R22): a proxy that stalls or
+	// trickles mid-frame for longer is dropped, unavailable, and redialled
+	// with backoff. A connection idle between frames is never dropped for
+	// it. 0 means DefaultFrameTimeout.
+	FrameTimeout time.Duration
 	// Logger receives connection events (connected, lost, dial failed) at
 	// debug and info level; nil means slog.Default().
 	Logger *slog.Logger
@@ -165,7 +174,7 @@ type Transport struct {
 // name them. Errors wrap ErrInvalidConfig for negative sizes or durations.
 func New(cfg Config) (*Transport, error) {
 	if cfg.DialTimeout < 0 || cfg.RecvBuffer < 0 || cfg.MaxPending < 0 || cfg.MaxFrameSize < 0 ||
-		cfg.WriteTimeout < 0 || cfg.StableAfter < 0 {
+		cfg.WriteTimeout < 0 || cfg.StableAfter < 0 || cfg.FrameTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative duration or size", ErrInvalidConfig)
 	}
 	if cfg.RecvBuffer > 1<<30 {
@@ -199,6 +208,9 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.FrameTimeout == 0 {
+		cfg.FrameTimeout = DefaultFrameTimeout
+	}
 	t := &Transport{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if t.log == nil {
 		t.log = slog.Default()
@@ -218,13 +230,14 @@ func (t *Transport) conn(id retry.ProxyID) *proxyConn {
 	return nil
 }
 
-// Open registers a proxy (retry.Transport) and makes the first connection
-// attempt before it returns, so that a route applied just before the first
-// Send finds its proxies connected. A failed attempt is returned (the
-// engine logs it) and retried in the background with backoff; the proxy is
-// unavailable until a connection succeeds. Opening an id again with the
-// same endpoint does nothing; with another endpoint it returns
-// ErrProxyConflict. After Close it returns ErrClosed.
+// Open registers a proxy (retry.Transport) and returns without waiting on
+// the network (SPEC R22: a route update never waits on a dial): the
+// proxy's own reader goroutine makes the first connection attempt at once
+// and retries failed ones with backoff, logging each failure
+// (MsgDialFailed). The proxy is unavailable until a connection succeeds;
+// WaitDialed waits for the first attempts when a caller wants that.
+// Opening an id again with the same endpoint does nothing; with another
+// endpoint it returns ErrProxyConflict. After Close it returns ErrClosed.
 func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
 	t.mu.Lock()
 	if t.closed.Load() {
@@ -238,25 +251,35 @@ func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
 		}
 		return nil
 	}
-	c := &proxyConn{t: t, id: id, proxy: p, ring: newRing(t.cfg.RecvBuffer), kick: make(chan struct{}, 1)}
+	c := &proxyConn{t: t, id: id, proxy: p, ring: newRing(t.cfg.RecvBuffer), kick: make(chan struct{}, 1), dialed: make(chan struct{})}
 	old := *t.conns.Load()
 	cs := make([]*proxyConn, max(len(old), int(id)+1))
 	copy(cs, old)
 	cs[id] = c
 	t.conns.Store(&cs)
 	t.wg.Add(2) // under t.mu: a Close from now on shuts c and waits for its loops
-	t.mu.Unlock()
-
-	// Dial without t.mu, so that Close (which cancels the dial's context)
-	// and other Opens do not wait for this one.
-	nc, err := c.dial()
-	if err == nil && !c.attach(nc) {
-		nc, err = nil, ErrClosed // closed meanwhile; attach closed nc
-	}
-	go c.readLoop(nc)
+	go c.readLoop()
 	go c.writeLoop()
-	if err != nil {
-		return fmt.Errorf("tcp: open %v: %w", p, err)
+	t.mu.Unlock()
+	return nil
+}
+
+// WaitDialed blocks until the first connection attempt of every proxy
+// opened so far has ended, connected or failed, or the Transport is
+// closed; it returns ctx.Err() if ctx ends first. It is for a caller that
+// wants a route it just applied to find its proxies connected (a
+// simulator, a test, an SDK at start-up); the engine never calls it. A
+// proxy whose first attempt failed is still unavailable when it returns.
+func (t *Transport) WaitDialed(ctx context.Context) error {
+	for _, c := range *t.conns.Load() {
+		if c == nil {
+			continue
+		}
+		select {
+		case <-c.dialed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }

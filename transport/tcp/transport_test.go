@@ -71,6 +71,20 @@ func recvN(t testing.TB, tr *tcp.Transport, n int, d time.Duration) (frames [][]
 	return frames, from
 }
 
+// openDialed opens a proxy and waits for its first connection attempt, so
+// that the test's next Send finds it connected (Open itself never waits).
+func openDialed(t testing.TB, tr *tcp.Transport, id retry.ProxyID, p retry.Proxy) {
+	t.Helper()
+	if err := tr.Open(id, p); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.WaitDialed(ctx); err != nil {
+		t.Fatalf("first dial of %v: %v", p, err)
+	}
+}
+
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); !cond(); {
@@ -91,12 +105,8 @@ func TestEchoManySenders(t *testing.T) {
 	addrs.Store(pa, a.addr())
 	addrs.Store(pb, b.addr())
 	tr := newTransport(t, tcp.Config{}, addrs)
-	if err := tr.Open(1, pa); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Open(2, pb); err != nil {
-		t.Fatal(err)
-	}
+	openDialed(t, tr, 1, pa)
+	openDialed(t, tr, 2, pb)
 	if !tr.Available(1) || !tr.Available(2) {
 		t.Fatal("proxies not available after Open")
 	}
@@ -184,9 +194,7 @@ func TestServerClosesMidStream(t *testing.T) {
 	p := retry.Proxy{Host: "h", Port: 1}
 	addrs.Store(p, s.addr())
 	tr := newTransport(t, tcp.Config{}, addrs)
-	if err := tr.Open(1, p); err != nil {
-		t.Fatal(err)
-	}
+	openDialed(t, tr, 1, p)
 	if err := tr.Send(1, []byte("a")); err != nil {
 		t.Fatal(err)
 	}
@@ -220,9 +228,7 @@ func TestRefusedConnection(t *testing.T) {
 	p := retry.Proxy{Host: "h", Port: 9}
 	addrs.Store(p, deadAddr)
 	tr := newTransport(t, tcp.Config{}, addrs)
-	if err := tr.Open(1, p); err == nil {
-		t.Fatal("Open of a refusing address returned nil")
-	}
+	openDialed(t, tr, 1, p) // Open does not dial: the refusal is the reader's to log and retry
 	if tr.Available(1) {
 		t.Fatal("refusing proxy reported available")
 	}
@@ -253,9 +259,7 @@ func TestStalledPeer(t *testing.T) {
 	p := retry.Proxy{Host: "h", Port: 1}
 	addrs.Store(p, s.addr())
 	tr := newTransport(t, tcp.Config{MaxPending: 64 << 10}, addrs)
-	if err := tr.Open(1, p); err != nil {
-		t.Fatal(err)
-	}
+	openDialed(t, tr, 1, p)
 	frame := make([]byte, 16<<10)
 	// The kernel's socket buffers take some megabytes first; after that the
 	// writer blocks for good and the proxy stays unavailable.
@@ -292,9 +296,7 @@ func TestOversizeFrame(t *testing.T) {
 	p := retry.Proxy{Host: "h", Port: 1}
 	addrs.Store(p, s.addr())
 	tr := newTransport(t, tcp.Config{MaxFrameSize: 1024}, addrs)
-	if err := tr.Open(1, p); err != nil {
-		t.Fatal(err)
-	}
+	openDialed(t, tr, 1, p)
 	if err := tr.Send(1, make([]byte, 2000)); err != nil {
 		t.Fatal(err)
 	}
@@ -319,9 +321,7 @@ func TestLargeFramesSmallRing(t *testing.T) {
 	p := retry.Proxy{Host: "h", Port: 1}
 	addrs.Store(p, s.addr())
 	tr := newTransport(t, tcp.Config{RecvBuffer: 4 << 10}, addrs)
-	if err := tr.Open(1, p); err != nil {
-		t.Fatal(err)
-	}
+	openDialed(t, tr, 1, p)
 	sizes := []int{10, 3000, 20, 5000, 2100, 7, 3000, 3000, 100}
 	for i, n := range sizes {
 		f := bytes.Repeat([]byte{byte(i)}, n)
@@ -345,9 +345,7 @@ func TestWait(t *testing.T) {
 	p := retry.Proxy{Host: "h", Port: 1}
 	addrs.Store(p, s.addr())
 	tr := newTransport(t, tcp.Config{}, addrs)
-	if err := tr.Open(1, p); err != nil {
-		t.Fatal(err)
-	}
+	openDialed(t, tr, 1, p)
 	if tr.Wait(5 * time.Millisecond) {
 		t.Fatal("Wait reported a frame on an idle transport")
 	}
@@ -388,17 +386,16 @@ func TestOpenAndErrors(t *testing.T) {
 	if tr.Available(7) {
 		t.Fatal("unknown proxy available")
 	}
-	if err := tr.Open(1, p); err != nil {
-		t.Fatal(err)
-	}
+	openDialed(t, tr, 1, p)
 	if err := tr.Open(1, p); err != nil {
 		t.Fatalf("Open again with the same endpoint: %v", err)
 	}
 	if err := tr.Open(1, retry.Proxy{Host: "other", Port: 1}); !errors.Is(err, tcp.ErrProxyConflict) {
 		t.Fatalf("Open with another endpoint: %v", err)
 	}
-	if err := tr.Open(2, retry.Proxy{Host: "nowhere", Port: 1}); err == nil {
-		t.Fatal("Open with an unresolvable proxy returned nil")
+	openDialed(t, tr, 2, retry.Proxy{Host: "nowhere", Port: 1}) // resolved and dialled on the reader
+	if tr.Available(2) || tr.Stats().DialFailures == 0 {
+		t.Fatalf("unresolvable proxy: available %v, %d dial failures", tr.Available(2), tr.Stats().DialFailures)
 	}
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
@@ -420,8 +417,9 @@ func TestOpenAndErrors(t *testing.T) {
 	}
 }
 
-// TestCloseDuringDial: Open dials without the transport's lock, so Close
-// cancels a hanging first dial at once instead of waiting out DialTimeout.
+// TestCloseDuringDial: a hanging first dial runs on the proxy's reader,
+// not in Open (which returns at once, the proxy unavailable), and Close
+// cancels it at once instead of waiting out DialTimeout.
 func TestCloseDuringDial(t *testing.T) {
 	dialing := make(chan struct{})
 	tr, err := tcp.New(tcp.Config{
@@ -435,9 +433,13 @@ func TestCloseDuringDial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opened := make(chan error, 1)
-	go func() { opened <- tr.Open(1, retry.Proxy{Host: "127.0.0.1", Port: 9}) }()
+	if err := tr.Open(1, retry.Proxy{Host: "127.0.0.1", Port: 9}); err != nil {
+		t.Fatal(err)
+	}
 	<-dialing
+	if tr.Available(1) {
+		t.Fatal("a proxy whose first dial hangs is available")
+	}
 	closed := make(chan struct{})
 	go func() { _ = tr.Close(); close(closed) }()
 	select {
@@ -445,7 +447,7 @@ func TestCloseDuringDial(t *testing.T) {
 	case <-time.After(30 * time.Second): // far below the minute a held lock would cost
 		t.Fatal("Close waited for the dial")
 	}
-	if err := <-opened; err == nil {
-		t.Fatal("Open of a proxy whose dial was cancelled returned nil")
+	if err := tr.WaitDialed(context.Background()); err != nil {
+		t.Fatalf("WaitDialed after Close: %v", err)
 	}
 }
