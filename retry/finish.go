@@ -98,6 +98,7 @@ func (p *poller) drop(z *zone, seq uint64) {
 		// Only Close drops a request before its final result.
 		p.finishWaiter(p.c.waiters.get(f.m.waiter), ErrClosed)
 	}
+	f.untry()
 	z.table.Delete(seq)
 }
 
