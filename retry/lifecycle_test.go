@@ -100,14 +100,17 @@ func TestReleaseWaitsForAttempts(t *testing.T) {
 	tr.SetHandler(b[0], retrytest.Serve(retrytest.Data{}, 0))
 	tr.SetLog(true)
 	steps := []struct {
-		name            string
-		do              func()
-		open, draining  int
-		wantRsp         bool
-		wantSeqOfReadA  bool
+		name           string
+		do             func()
+		open, draining int
+		wantRsp        bool
+		wantSeqOfReadA bool
 	}{
 		{name: "route a", do: func() { must(t, c.ApplyRoute(testZone, a, seedConf)) }, open: 1},
-		{name: "read to silent a", do: func() { _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("x")}); must(t, err) }, open: 1},
+		{name: "read to silent a", do: func() {
+			_, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("x")})
+			must(t, err)
+		}, open: 1},
 		{name: "route b", do: func() { must(t, c.ApplyRoute(testZone, b, seedConf)) }, open: 2, draining: 1},
 		{name: "a answers late", do: func() {
 			for _, s := range tr.Sent() {
@@ -130,27 +133,40 @@ func TestReleaseWaitsForAttempts(t *testing.T) {
 	}
 }
 
-// lateFrom wraps retrytest's transport so that a frame from a proxy arrives
-// just before the engine releases it (queued, not yet read): the race a
-// real transport has between a proxy's last bytes and its release.
+// lateFrom wraps retrytest's transport to stage the race a fence is for: a
+// frame from a proxy arrives just before the engine releases it (queued,
+// not yet read), and before the poller reads it the released ID is given to
+// a new endpoint (between: a route update and a Send on another goroutine,
+// run here at the poller's next Recv).
 type lateFrom struct {
 	*retrytest.Transport
-	late []byte
+	late    []byte
+	between func()
+	armed   bool
 }
 
 func (l *lateFrom) Release(id retry.ProxyID) {
 	if l.late != nil {
 		l.DeliverFrom(id, l.late)
-		l.late = nil
+		l.late, l.armed = nil, true
 	}
 	l.Transport.Release(id)
+}
+
+func (l *lateFrom) Recv() ([]byte, retry.ProxyID, bool) {
+	if l.armed {
+		l.armed = false
+		l.between()
+	}
+	return l.Transport.Recv()
 }
 
 // TestReusedIDNeverMisroutes: a ProxyID released and given to a new
 // endpoint never carries an answer of the old one (SPEC R22, R12). The old
 // proxy's frame that arrived just before its release names the request
-// the new proxy is about to get (a confused or hostile proxy); the
-// transport's fence drops it, and the request gets the new proxy's answer.
+// the new proxy gets right after (a confused or hostile proxy, or a seq
+// reached by chance); the transport's fence (Transport.Release) drops it,
+// and the request gets the new proxy's answer.
 func TestReusedIDNeverMisroutes(t *testing.T) {
 	l := &lateFrom{Transport: retrytest.NewTransport()}
 	c, err := retry.New(retry.Config{Transport: l, Logger: quiet})
@@ -159,36 +175,32 @@ func TestReusedIDNeverMisroutes(t *testing.T) {
 	}
 	defer c.Close()
 	_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second)
-	old, fresh := deploy(0, 1), deploy(1, 1)
-	l.SetHandler(old[0], retrytest.Serve(retrytest.Data{}, 0))
-	l.SetHandler(fresh[0], retrytest.Serve(retrytest.Data{}, 0))
+	old, mid, fresh := deploy(0, 1), deploy(1, 1), deploy(2, 1)
+	l.SetDefaultHandler(retrytest.Serve(retrytest.Data{}, 0))
 	must(t, c.ApplyRoute(testZone, old, seedConf))
-	var res retry.Result
-	must(t, getOK(c, testZone, "first", &res))
-	seq1, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("second")})
+	seq1, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("first")})
 	must(t, err)
 	if rsp, ok := c.RecvResponse(); !ok || rsp.Seq() != seq1 {
-		t.Fatalf("second read: %v", ok)
+		t.Fatalf("first read: %v", ok)
 	}
 	// The next request of the zone gets seq1+1; the old proxy's frame names it.
-	forged, err := wire.AppendResponse(nil, wire.ResponseHeader{Command: wire.CmdGet, Seq: seq1 + 1},
-		[]wire.Record{{Key: []byte("third"), Value: []byte("from the old proxy")}})
-	must(t, err)
-	l.late = forged
-	must(t, c.ApplyRoute(testZone, fresh, seedConf))
-	c.RecvResponse() // releases the old proxy
-	if p, ok := c.ProxyOf(1); !ok || p != fresh[0] {
-		t.Fatalf("ProxyID 1 is %v %v, want the new endpoint %v", p, ok, fresh[0])
+	var rb wire.ResponseBuilder
+	rb.Start(nil, wire.ResponseHeader{Command: wire.CmdGet, Seq: seq1 + 1})
+	must(t, rb.AddRecord(0, 0, []byte("third"), []byte("from the old proxy")))
+	l.late = rb.Frame()
+	var seq3 uint64
+	l.between = func() {
+		must(t, c.ApplyRoute(testZone, fresh, seedConf))
+		if p, ok := c.ProxyOf(1); !ok || p != fresh[0] {
+			t.Errorf("ProxyID 1 is %v %v, want the new endpoint %v", p, ok, fresh[0])
+		}
+		seq3, err = c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("third")})
+		must(t, err)
 	}
-	l.SetLog(true)
-	seq3, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("third")})
-	must(t, err)
-	if seq3 != seq1+1 {
-		t.Fatalf("seq %d, want %d", seq3, seq1+1)
-	}
-	rsp, ok := c.RecvResponse()
-	if !ok || rsp.Seq() != seq3 {
-		t.Fatalf("third read: ok %v", ok)
+	must(t, c.ApplyRoute(testZone, mid, seedConf))
+	rsp, ok := c.RecvResponse() // releases the old proxy; its frame is queued
+	if !ok || rsp.Seq() != seq3 || seq3 != seq1+1 {
+		t.Fatalf("third read: ok %v, seq %d, want %d", ok, seq3, seq1+1)
 	}
 	s := rsp.Scan()
 	if !s.Next() || string(s.Value()) != "value-of-third" {
@@ -304,7 +316,7 @@ func TestRemoveZone(t *testing.T) {
 	for _, req := range []*retry.Request{
 		{Command: wire.CmdGet, Key: []byte("a")},
 		{Command: wire.CmdBatchGet, Keys: [][]byte{[]byte("b"), []byte("c")}},
-		{Command: wire.CmdSet, Key: []byte("w"), Value: []byte("v")},
+		{Command: wire.CmdReplace, Key: []byte("w"), Value: []byte("v")},
 	} {
 		seq, err := c.Send(testZone, req)
 		must(t, err)
