@@ -42,8 +42,24 @@ func (f *flight) respond(pkt wire.Response, result int32, haveMore bool, keep []
 	}
 	f.delivered(!haveMore)
 	if !haveMore {
+		if result == ResultOK && m.flags&flagFailed != 0 {
+			// SPEC §7 R8b/R17/R20: an OK final after failed records is a
+			// give-up too; counted and logged once, here at its end.
+			f.z.stats.exhausted.Add(1)
+			f.logExhausted(result)
+		}
 		m.flags |= flagDone
 		f.cancelTimer()
+	}
+}
+
+// failedDelivered counts n records about to be delivered with a listed
+// error code of their own (SPEC R8b) and marks the request as having given
+// up on them (respond counts it once in Exhausted at its final result).
+func (f *flight) failedDelivered(n int) {
+	if n > 0 {
+		f.z.stats.recordsFailed.Add(uint64(n))
+		f.m.flags |= flagFailed
 	}
 }
 
@@ -96,7 +112,7 @@ func (f *flight) onRetryCode(pkt wire.Response) {
 // R8b) if the request may, counting it as an error-code retry, and reports
 // whether it did.
 func (f *flight) tryResend() bool {
-	if !f.mayResend() || !f.grantRetry() {
+	if !f.mayResend() || !f.grantRetry(f.now) {
 		return false
 	}
 	f.z.stats.retriesCode.Add(1)
@@ -158,7 +174,13 @@ func (f *flight) onComplex(pkt wire.Response) bool {
 	if fresh > 0 && !complete {
 		// Lazy re-arm: the pending timer fires at the old deadline and
 		// waits on to this one (onFire), sparing a Cancel+Schedule per packet.
-		f.m.deadline = f.now + int64(f.m.retries+1)*int64(segmentUnit(f.m.budget(), int(f.m.max)))
+		// A read the storm guard stopped keeps the end it was given then
+		// (SPEC R19): a packet never shortens its wait.
+		next := f.now + int64(f.m.retries+1)*int64(segmentUnit(f.m.budget(), int(f.m.max)))
+		if f.m.flags&flagNoResend != 0 {
+			next = max(next, f.m.deadline)
+		}
+		f.m.deadline = next
 	}
 	switch {
 	case complete:
@@ -222,6 +244,7 @@ func (f *flight) acceptBatch(pkt wire.Response, keep []bool) (fresh, failed int,
 func (f *flight) acceptIndex(pkt wire.Response, keep []bool) (fresh, failed int, complete bool) {
 	next, stop := f.indexNext(), false
 	retryable := f.mayResend()
+	given := 0 // records delivered with a listed code: no retry left for them
 	s := pkt.Scan()
 	for i := range keep {
 		s.Next()
@@ -234,11 +257,15 @@ func (f *flight) acceptIndex(pkt wire.Response, keep []bool) (fresh, failed int,
 		case retryable && f.isRetryCode(s.Result()):
 			stop, failed = true, 1
 		default:
+			if f.isRetryCode(s.Result()) { // no retry left: delivered as it is (SPEC R8b)
+				given++
+			}
 			keep[i] = true
 			next++
 			fresh++
 		}
 	}
+	f.failedDelivered(given)
 	f.setIndexNext(next)
 	f.countDropped(pkt.RecordCount() - fresh - failed)
 	complete = !stop && (!pkt.HaveMore() && pkt.Cursor() == next || limitReached(f.ref.Frame(), next))
@@ -262,8 +289,15 @@ func limitReached(orig []byte, next uint64) bool {
 	return next >= r.Position()+uint64(r.Limit())
 }
 
-// keepFor returns the per-record flag slice for a packet of n records.
+// keepFor returns the per-record flag slice for a packet of n records: the
+// poller's, grown to the largest packet up to maxRetainedBuf flags, or for
+// an outsized packet a slice of its own that is not kept (SPEC R15: no
+// buffer grows for one outsized request and stays grown). The slice lives
+// in the Response until the next poll.
 func (p *poller) keepFor(n int) []bool {
+	if n > maxRetainedBuf {
+		return make([]bool, n)
+	}
 	if cap(p.keep) < n {
 		p.keep = make([]bool, n)
 	}

@@ -22,24 +22,33 @@ var (
 // retrytest.Data, read retry on (budgets 3 s / 6 s) or off.
 func benchClient(b testing.TB, retryOn bool, perPacket int) *retry.Client {
 	b.Helper()
-	c, _, _ := servingClient(b, perPacket, "a", "b", "c")
+	c, _, _ := servingClientWith(b, retry.Config{Poller: retry.PollHand}, perPacket, "a", "b", "c")
 	if !retryOn {
 		_ = c.SetReadRetryTimeout(0, 0)
 	}
 	return c
 }
 
-// servingClient is a client on the real clock whose proxies, one per host
-// named, answer at once from retrytest.Data (index streams of 100 records,
-// perPacket records a packet), budgets 3 s / 6 s.
+// servingClient is a client on the real clock, polling itself (PollSelf),
+// whose proxies, one per host named, answer at once from retrytest.Data
+// (index streams of 100 records, perPacket records a packet), budgets 3 s /
+// 6 s.
 func servingClient(t testing.TB, perPacket int, hosts ...string) (*retry.Client, *retrytest.Transport, []retry.Proxy) {
+	t.Helper()
+	return servingClientWith(t, retry.Config{}, perPacket, hosts...)
+}
+
+// servingClientWith is servingClient with cfg's other fields (Transport
+// and Logger are the helper's).
+func servingClientWith(t testing.TB, cfg retry.Config, perPacket int, hosts ...string) (*retry.Client, *retrytest.Transport, []retry.Proxy) {
 	t.Helper()
 	tr := retrytest.NewTransport()
 	px := hostProxies(hosts...)
 	for _, p := range px {
 		tr.SetHandler(p, retrytest.Serve(retrytest.Data{StreamLen: 100}, perPacket))
 	}
-	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	cfg.Transport, cfg.Logger = tr, quiet
+	c, err := retry.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +165,7 @@ func BenchmarkInFlight500k(b *testing.B) {
 	const n = 500_000
 	tr := retrytest.NewTransport()
 	px := hostProxies("a", "b", "c")
-	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet, Poller: retry.PollHand})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -197,7 +206,7 @@ func BenchmarkInFlight500k(b *testing.B) {
 		perCtx = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n - float64(frameBytes+len(user))
 		objs = float64(int64(after.HeapObjects)-int64(before.HeapObjects)) / n
 		_ = c.Close()
-		c, _ = retry.New(retry.Config{Transport: tr, Logger: quiet})
+		c, _ = retry.New(retry.Config{Transport: tr, Logger: quiet, Poller: retry.PollHand})
 		_ = c.ApplyRoute(testZone, px, seedConf)
 		_ = c.SetReadRetryTimeout(time.Hour, time.Hour)
 		b.StartTimer()
@@ -227,7 +236,7 @@ func BenchmarkDo(b *testing.B) {
 		}
 	}
 	b.Run("simple", func(b *testing.B) {
-		c := benchClient(b, true, 0)
+		c, _, _ := servingClient(b, 0, "a", "b", "c")
 		defer c.Close()
 		var res retry.Result
 		b.ReportAllocs()
@@ -243,7 +252,7 @@ func BenchmarkDo(b *testing.B) {
 		}
 	})
 	b.Run("batch100", func(b *testing.B) {
-		c := benchClient(b, true, 10)
+		c, _, _ := servingClient(b, 10, "a", "b", "c")
 		defer c.Close()
 		req := retry.Request{Command: wire.CmdBatchGet, Table: "players", Keys: batchKeys(100), UserBuffer: make([]byte, 32)}
 		var res retry.Result
@@ -253,7 +262,7 @@ func BenchmarkDo(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		c := benchClient(b, true, 0)
+		c, _, _ := servingClient(b, 0, "a", "b", "c")
 		defer c.Close()
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -268,7 +277,8 @@ func BenchmarkDo(b *testing.B) {
 		})
 	})
 	b.Run("ratio", func(b *testing.B) {
-		doC, handC := benchClient(b, true, 0), benchClient(b, true, 0)
+		doC, _, _ := servingClient(b, 0, "a", "b", "c")
+		handC := benchClient(b, true, 0)
 		defer doC.Close()
 		var res retry.Result
 		alternate(b, func() { doOnce(b, doC, &res, &simple, 1) }, func() { handOnce(b, handC, &simple, 1) }, "do/hand")
@@ -295,10 +305,14 @@ func BenchmarkDoBlocked(b *testing.B) {
 	b.ReportMetric(per, "bytes/waiter")
 }
 
+// benchSilentClient is a client with one silent proxy whose clock stands
+// still, so that no request times out however long the machine takes to
+// start its callers: what it measures does not depend on the machine's load.
 func benchSilentClient(b testing.TB) (*retry.Client, *retrytest.Transport) {
 	tr := retrytest.NewTransport()
 	tr.SetLog(true)
-	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	frozen := newFakeClock()
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet, Clock: frozen.Now})
 	if err != nil {
 		b.Fatal(err)
 	}

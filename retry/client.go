@@ -10,6 +10,7 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 	"github.com/readretry/readretry/ctxtable"
+	"github.com/readretry/readretry/internal/ticker"
 	"github.com/readretry/readretry/retry/budget"
 	"github.com/readretry/readretry/timerwheel"
 	"github.com/readretry/readretry/wire"
@@ -108,10 +109,22 @@ type Config struct {
 	// NoRetryBudget turns the storm guard off: every re-send read retry
 	// schedules is sent.
 	NoRetryBudget bool
-	// PollInterval is the interval of the Driver that Do starts when the
-	// client has no poller (SPEC R20); 0 means Tick, at most MaxTick. Over a
-	// Transport that implements Waiter the Driver also wakes as soon as a
-	// frame arrives.
+	// Poller chooses, once, who drives the client (SPEC R14, R20): PollSelf
+	// (the zero value: Do is all a caller needs, the client polls itself)
+	// or PollHand (the caller's RecvResponse loop). See Poller.
+	Poller Poller
+	// OnResponse receives the responses of Send on a PollSelf client; Send
+	// needs it there (without it Send returns ErrPoller, since no one would
+	// read its responses) and it must be nil with PollHand (New refuses it:
+	// the RecvResponse loop gets them). The Response is valid only during
+	// the call: copy what must be kept. It runs with the client's poller
+	// lock held, one call at a time, on the driver's goroutine or on a
+	// goroutine inside Do; it must not call Close, RecvResponse or Do.
+	OnResponse func(*Response)
+	// PollInterval is the interval of a PollSelf client's driver; 0 means
+	// Tick, at most MaxTick. Timer lateness is at most one wheel tick plus
+	// this interval (SPEC R14). Over a Transport that implements Waiter the
+	// driver also wakes as soon as a frame arrives.
 	PollInterval time.Duration
 	// MaxWaitingPerZone bounds the requests without a context a zone tracks
 	// at once (each keeps its user buffer and a small header); beyond it Send
@@ -156,11 +169,15 @@ type Request struct {
 	UserBuffer []byte
 }
 
-// Client is a read-retry client serving many zones (SPEC §1). Send may be
-// called from any number of goroutines; RecvResponse is serialised
-// internally (it is meant for one polling goroutine, and the Response it
-// returns stays valid only until the next call). A Client must be made with
-// New.
+// Client is a read-retry client serving many zones (SPEC §1). Its door for
+// Go code is Do, which sends a read and blocks until its final result or
+// the caller's context ends, with read retry applied inside (SPEC R20); the
+// seed's asynchronous pair, Send and RecvResponse, is there for SDKs with an
+// event loop of their own. Who drives the engine — runs its poll, which
+// re-sends reads and hands out results — is chosen once, by Config.Poller:
+// the client itself (PollSelf, the default) or the caller's RecvResponse
+// loop (PollHand). Do, Send and ApplyRoute may be called from any number of
+// goroutines. A Client must be made with New and ended with Close.
 type Client struct {
 	tr           Transport
 	log          *slog.Logger
@@ -208,23 +225,23 @@ type Client struct {
 	pollMu sync.Mutex
 	poll   poller
 
-	// Who polls (driver.go) and the Do calls waiting (do.go).
-	pollMode     atomic.Uint32 // pollNone, pollHand, pollDo, pollDriver
+	// Who polls (poll.go), fixed by New, and the Do calls waiting (do.go).
+	pollerKind   Poller
+	onResponse   func(*Response)
 	pollInterval time.Duration
-	driverMu     sync.Mutex                      // guards the drivers and mode changes to and from them
-	doDriver     *Driver                         // the Driver Do started, if running
-	userDriver   *Driver                         // the Driver StartDriver started, if running
-	deliver      atomic.Pointer[func(*Response)] // the user Driver's callback
-	unreceived   atomic.Uint64                   // responses of Send that reached no callback
-	asyncUsed    atomic.Bool                     // Send was called: its caller polls (driver.go)
+	driverMu     sync.Mutex   // guards driver
+	driver       *ticker.Loop // a PollSelf client's driver, once started
+	driverOn     atomic.Bool  // driver is set
 	waiters      waiters
 }
 
 // New returns a Client with read retry off (both budgets 0, SPEC R1) and no
-// zones. Errors wrap ErrInvalidConfig: no Transport, a negative duration or
-// count, a value above its documented maximum (MaxTick, MaxWaitTimeout,
-// MaxWaitingPerZone), a shard count that is not a power of two, a
-// RetryBudget the budget package refuses.
+// zones. It starts no goroutine: a PollSelf client starts its driver with
+// the first Do or Send. Errors wrap ErrInvalidConfig: no Transport, a
+// negative duration or count, a value above its documented maximum
+// (MaxTick, MaxWaitTimeout, MaxWaitingPerZone), a shard count that is not a
+// power of two, a RetryBudget the budget package refuses, an unknown
+// Poller, OnResponse with PollHand.
 func New(cfg Config) (*Client, error) {
 	if cfg.Transport == nil {
 		return nil, fmt.Errorf("%w: Config.Transport is nil", ErrInvalidConfig)
@@ -245,6 +262,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Shards > ctxtable.MaxShards || cfg.Shards&(cfg.Shards-1) != 0 {
 		return nil, fmt.Errorf("%w: Shards %d is not a power of two up to %d", ErrInvalidConfig, cfg.Shards, ctxtable.MaxShards)
 	}
+	if err := checkPoller(&cfg); err != nil {
+		return nil, err
+	}
 	c := &Client{
 		tr:          cfg.Transport,
 		log:         cfg.Logger,
@@ -253,6 +273,8 @@ func New(cfg Config) (*Client, error) {
 		shards:      cfg.Shards,
 		waitTimeout: cfg.WaitTimeout,
 		maxWaiting:  cfg.MaxWaitingPerZone,
+		pollerKind:  cfg.Poller,
+		onResponse:  cfg.OnResponse,
 		closeMu:     xsync.NewRBMutex(),
 		maxZones:    cfg.MaxZones,
 	}
@@ -365,10 +387,6 @@ func (c *Client) Stats(zone Zone) (Stats, error) {
 // ClientStats are the Client's counters that belong to no zone (SPEC R17),
 // each read with an atomic load, counted since New.
 type ClientStats struct {
-	// UnreceivedResponses counts responses of Send dropped because the
-	// client was driven by the Driver Do started, which has no callback for
-	// them (a Send made before that Driver started).
-	UnreceivedResponses uint64
 	// UnknownZoneFrames counts response frames whose sequence number names
 	// no zone of this client (a proxy's bug, or a packet meant for another
 	// client). Logged as MsgUnknownSeq, rate-limited.
@@ -382,8 +400,7 @@ type ClientStats struct {
 // ClientStats returns the client-wide counters (SPEC R17); Stats gives a
 // zone's.
 func (c *Client) ClientStats() ClientStats {
-	return ClientStats{UnknownZoneFrames: c.unknownZone.Load(), MalformedFrames: c.malformed.Load(),
-		UnreceivedResponses: c.unreceived.Load()}
+	return ClientStats{UnknownZoneFrames: c.unknownZone.Load(), MalformedFrames: c.malformed.Load()}
 }
 
 // InFlight returns how many requests a zone tracks now (with and without a
@@ -411,21 +428,18 @@ func (c *Client) TableStats(zone Zone) (ctxtable.Stats, error) {
 
 // Close ends the client: it waits for Sends under way to return, then Send,
 // Do and ApplyRoute return ErrClosed from then on, RecvResponse returns
-// nothing, every Do under way returns ErrClosed, the Driver Do started
-// stops, and every request still tracked is dropped without a final result
-// (their buffers return to the zone tables' slabs). A Driver from
-// StartDriver is the caller's to stop. Close does not close the Transport,
-// which the caller owns. It is safe to call more than once.
+// nothing, a PollSelf client's driver stops, every Do under way returns
+// ErrClosed at once — whatever the poller and wherever its result was: in
+// flight, made but not handed out, or queued (SPEC §7 R22) — and every
+// request still tracked is dropped without a final result (their buffers
+// return to the zone tables' slabs). Close does not close the Transport,
+// which the caller owns. It is safe to call more than once, but not from
+// Config.OnResponse.
 func (c *Client) Close() error {
 	c.closeMu.Lock() // waits for Sends under way: none can insert after the sweep
 	c.closed.Store(true)
 	c.closeMu.Unlock()
-	c.driverMu.Lock()
-	if c.doDriver != nil {
-		c.doDriver.loop.Stop()
-		c.doDriver = nil
-	}
-	c.driverMu.Unlock()
+	c.stopDriver()
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
 	c.poll.release = releaseNone
@@ -445,5 +459,6 @@ func (c *Client) Close() error {
 		}
 	}
 	c.poll.finals.reset()
+	c.closeWaiters()
 	return nil
 }

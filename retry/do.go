@@ -35,6 +35,7 @@ type Result struct {
 	code     int32
 	attempts int
 	packets  int
+	failed   int         // records whose own result is not ResultOK
 	buf      []byte      // every record's key and value bytes, back to back
 	recs     []recordPos // one per record, in delivery order
 }
@@ -61,6 +62,15 @@ func (r *Result) Packets() int { return r.packets }
 // Len returns the number of records.
 func (r *Result) Len() int { return len(r.recs) }
 
+// Failed returns how many of the records carry a non-zero result of their
+// own (SPEC §7 R8b/R17/R20): for a batch or index read with read retry,
+// records with a listed error code that no attempt answered well, which
+// the engine delivers as they are (also counted in Stats.RecordsFailed),
+// and any other per-record code the proxy gave (not found, say). Do
+// returns nil for such a request, since its packets arrived: check Failed
+// when partial failure matters. It costs nothing: add counts as it copies.
+func (r *Result) Failed() int { return r.failed }
+
 // Record returns record i (0 ≤ i < Len) in delivery order: batch reads tag
 // each record with its key's index in the request, index reads with its
 // stream position. Key and Value are views into the Result's buffer, valid
@@ -74,7 +84,7 @@ func (r *Result) Record(i int) wire.Record {
 
 // Reset empties the Result, keeping its buffers for reuse.
 func (r *Result) Reset() {
-	r.code, r.attempts, r.packets = 0, 0, 0
+	r.code, r.attempts, r.packets, r.failed = 0, 0, 0, 0
 	r.buf, r.recs = r.buf[:0], r.recs[:0]
 }
 
@@ -85,6 +95,9 @@ func (r *Result) add(rsp *Response) {
 	for s.Next() {
 		key, val := s.Key(), s.Value()
 		p := recordPos{tag: s.Tag(), result: s.Result(), koff: uint32(len(r.buf)), klen: uint32(len(key))}
+		if p.result != ResultOK {
+			r.failed++
+		}
 		r.buf = append(r.buf, key...)
 		p.voff, p.vlen = uint32(len(r.buf)), uint32(len(val))
 		r.buf = append(r.buf, val...)
@@ -110,6 +123,7 @@ const (
 	waitPending uint32 = iota
 	waitDone
 	waitAbandoned
+	waitFree // in the registry, unused
 )
 
 // waiter is one Do call's rendezvous with the poller.
@@ -148,11 +162,11 @@ func (ws *waiters) take() *waiter {
 	return w
 }
 
-// active returns the number of waiters registered.
-func (ws *waiters) active() int {
+// all returns every waiter of the registry, free ones included (Close).
+func (ws *waiters) all() []*waiter {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	return len(ws.slots) - len(ws.free)
+	return append([]*waiter(nil), ws.slots...)
 }
 
 func (ws *waiters) get(id uint32) *waiter {
@@ -167,6 +181,7 @@ func (ws *waiters) get(id uint32) *waiter {
 func (ws *waiters) put(w *waiter) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	w.state.Store(waitFree)
 	ws.free = append(ws.free, w.id)
 	if len(ws.free) == len(ws.slots) && len(ws.slots) > 1024 {
 		ws.slots, ws.free = nil, nil
@@ -177,13 +192,19 @@ func (ws *waiters) put(w *waiter) {
 // result (SPEC R20), filling res with the result code and the records of
 // every packet in order (res may be nil when only the error matters). The
 // engine applies read retry exactly as for Send; the response is never
-// returned by RecvResponse or a Driver's callback.
+// returned by RecvResponse or Config.OnResponse.
 //
 // The error is nil for ResultOK. Any other final code is an *Error carrying
 // it, so errors.Is matches ErrReadRetryTimeout (-19219), ErrWaitTimeout
-// (-16659) and ErrNoProxy, and errors.As gives the proxy's own code. Send's
-// errors (ErrClosed, ErrUnknownZone, ErrBadRequest, ErrNoProxy,
-// ErrTooManyRequests, ErrPoller) come back unchanged, with nothing sent.
+// (-16659) and ErrNoProxy, and errors.As gives the proxy's own code.
+// A batch or index read can end with ResultOK and still carry failed
+// records: keys or positions that every attempt answered with a listed
+// error code (SPEC R8b). Do returns nil for it — its packets arrived — and
+// res.Failed() says how many of its records carry a non-zero result; the
+// give-up also counts in Stats.Exhausted and Stats.RecordsFailed and is
+// logged as MsgExhausted (SPEC §7 R8b/R17/R20). Send's errors (ErrClosed,
+// ErrUnknownZone, ErrBadRequest, ErrNoProxy, ErrTooManyRequests) come back
+// unchanged, with nothing sent.
 //
 // ctx bounds the wait: a context already done sends nothing; one that ends
 // while the request is in flight makes Do return at once with an error
@@ -192,13 +213,11 @@ func (ws *waiters) put(w *waiter) {
 // its later answers and counts them (Stats.DoAbandoned,
 // Stats.AbandonedResponses). Close ends every Do under way with ErrClosed.
 //
-// Any number of goroutines may call Do at once. Someone must poll the
-// client: Do polls it itself when it can, and if the client has no poller
-// yet and has never used Send, Do starts one — a Driver with
-// Config.PollInterval — that serves every later Do. A client that uses
-// Send is polled by its caller (a RecvResponse loop, or StartDriver) and
-// that poller serves Do too: keep it running. See StartDriver for mixing Do
-// with Send.
+// Any number of goroutines may call Do at once. Who polls is fixed by
+// Config.Poller: on a PollSelf client (the default) Do needs nothing else —
+// its callers poll while they wait and the client's driver between them;
+// on a PollHand client the caller's RecvResponse loop serves Do calls and
+// must keep running while they wait.
 //
 // Ownership: res is written only by Do, and its records are views into its
 // own buffer, valid until it is reset or passed to another Do.
@@ -206,12 +225,15 @@ func (c *Client) Do(ctx context.Context, zone Zone, req *Request, res *Result) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("retry: Do before sending: %w", err)
 	}
-	selfPoll, err := c.ensurePoller()
+	selfPoll, err := c.selfPolled()
 	if err != nil {
 		return err
 	}
 	w := c.waiters.take()
 	if _, err := c.send(zone, req, w.id); err != nil {
+		if !w.state.CompareAndSwap(waitPending, waitDone) {
+			<-w.ch // Close ended the waiter meanwhile: take its wake-up
+		}
 		c.releaseWaiter(w)
 		return err
 	}
@@ -274,74 +296,6 @@ func (c *Client) releaseWaiter(w *waiter) {
 	w.res.trim()
 	w.err = nil
 	c.waiters.put(w)
-}
-
-// helpPoll polls the engine from the Do caller's goroutine while no one
-// else does, until the caller's waiter is done or nothing is ready, and
-// reports whether this poll finished the waiter (then nothing was sent on
-// its channel).
-func (c *Client) helpPoll(w *waiter) bool {
-	if !c.pollMu.TryLock() {
-		return false
-	}
-	defer c.pollMu.Unlock()
-	p := &c.poll
-	p.self, p.selfDone = w, false
-	for w.state.Load() == waitPending {
-		rsp, ok := p.next()
-		if !ok {
-			break
-		}
-		c.deliverAsync(rsp)
-	}
-	// A waiter another poller finished before this one took the lock has
-	// its wake-up in the channel: the caller must take it (selfDone false).
-	done := p.selfDone
-	p.self, p.selfDone = nil, false
-	return done
-}
-
-// route hands a response made for a Do call to its waiter (poller side) and
-// releases the request's context once the final result is copied. A waiter
-// whose caller has left gets nothing: the response is dropped and counted,
-// and the waiter is freed at the end.
-func (p *poller) route() {
-	rsp := &p.rsp
-	w := p.c.waiters.get(rsp.waiter)
-	final := !rsp.haveMore
-	if w.state.Load() == waitPending {
-		w.res.add(rsp)
-		if final {
-			w.res.code, w.res.attempts = rsp.result, rsp.attempts
-		}
-	} else if z := p.c.zoneOfSeq(rsp.seq); z != nil {
-		z.stats.abandonedResponses.Add(1)
-	}
-	if !final {
-		return
-	}
-	if p.release == rsp.seq {
-		p.drop(p.releaseZone, p.release)
-		p.release, p.releaseZone = releaseNone, nil
-	}
-	p.finishWaiter(w, nil)
-}
-
-// finishWaiter completes a waiter with its result (err nil) or err, or
-// frees it if its caller has left.
-func (p *poller) finishWaiter(w *waiter, err error) {
-	w.err = err
-	if w == p.self {
-		// Its own caller is polling: it sees the state, no wake-up needed.
-		w.state.Store(waitDone)
-		p.selfDone = true
-		return
-	}
-	if w.state.CompareAndSwap(waitPending, waitDone) {
-		w.ch <- struct{}{}
-		return
-	}
-	p.c.releaseWaiter(w)
 }
 
 // codeError returns nil for ResultOK and an *Error carrying code otherwise:

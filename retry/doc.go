@@ -11,12 +11,16 @@
 //
 // An SDK makes one Client over a Transport, applies each zone's route as
 // the directory sends it (ApplyRoute, which also carries the conf://
-// element), turns the feature on with SetReadRetryTimeout, sends with Send
-// and polls RecvResponse periodically — exactly the seed's sequence. Read
-// retry applies to a read only when its class has a budget, the zone's
-// configuration lists its command with MaxRetries > 0, and the zone is
-// under its context cap (SPEC R2, R3); everything else is sent once and
-// waits Config.WaitTimeout.
+// element), turns the feature on with SetReadRetryTimeout, and reads with
+// Do, which blocks until the final result or the caller's context ends.
+// Who drives the engine is chosen once, in Config.Poller: by default
+// (PollSelf) the client drives itself; with PollHand the caller sends with
+// Send and polls RecvResponse periodically — exactly the seed's sequence —
+// and that loop serves Do calls too (poll.go). Read retry applies to a
+// read only when its class has a budget, the zone's configuration lists
+// its command with MaxRetries > 0, and the zone is under its context cap
+// (SPEC R2, R3); everything else is sent once and waits
+// Config.WaitTimeout.
 //
 // # One read, end to end
 //
@@ -62,8 +66,8 @@
 // Send is safe from any number of goroutines and takes no lock of its own
 // beyond the context table's shard lock and the wheel's lock; zones,
 // routes and configurations are read through atomic pointers to immutable
-// snapshots. RecvResponse is serialised by a mutex and is meant for one
-// polling goroutine (or a Driver).
+// snapshots. Polling is serialised by a mutex: a PollHand client's one
+// RecvResponse goroutine, or a PollSelf client's Do callers and driver.
 //
 // A context is written by its sender until the first frame is out, and by
 // the poller after that. The one exception is the handle of the first

@@ -245,14 +245,16 @@ func TestR8ErrorCode(t *testing.T) {
 		t.Fatalf("re-sends at %v, want [1.1s]", sends)
 	}
 	// No retry left, the third attempt (sent at 1100 ms) still out: the
-	// code is held until segment 3 (3x = 1500 ms from 1100) ends at 2600 ms,
-	// then delivered as it is, not -19219.
+	// code is held past segment 3's end (3x = 1500 ms from 1100, 2600 ms)
+	// until first send + T = 3000 ms (SPEC §7 R9/R8/R19: an error-code
+	// re-send never moves the read's end earlier), then delivered as it is,
+	// not -19219.
 	f.answer(s1[0], retry.ResultProxySwiftTimeout, "")
 	if gs := f.poll(); len(gs) != 0 {
 		t.Fatalf("held error delivered while an attempt is out: %+v", gs)
 	}
-	gs := f.step(1500*ms, start)
-	if len(gs) != 1 || gs[0].at != 2600*ms || gs[0].result != retry.ResultProxySwiftTimeout || gs[0].asyncID != 9 || gs[0].user != "ub" || gs[0].more {
+	gs := f.step(2000*ms, start)
+	if len(gs) != 1 || gs[0].at != 3000*ms || gs[0].result != retry.ResultProxySwiftTimeout || gs[0].asyncID != 9 || gs[0].user != "ub" || gs[0].more {
 		t.Fatalf("last error code: %+v", gs)
 	}
 	if st := f.stats(); st.RetriesErrorCode != 1 || st.RetriesTimeout != 1 || st.Exhausted != 1 {

@@ -10,8 +10,9 @@ import (
 	"github.com/readretry/readretry/wire"
 )
 
-// The seed's usage, in Go: apply a route carrying the directory's conf://
-// element, turn read retry on, send, and poll. Proxy b answers; proxy a is
+// The seed's usage, in Go: a client polled by its caller (PollHand), a
+// route carrying the directory's conf:// element, read retry on, a Send,
+// and the RecvResponse loop. Most Go code wants Do instead (ExampleClient_Do). Proxy b answers; proxy a is
 // silent, so the read is quietly re-sent to b after x = 500 ms.
 func Example() {
 	tr := retrytest.NewTransport()
@@ -22,6 +23,7 @@ func Example() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c, _ := retry.New(retry.Config{
 		Transport: tr,
+		Poller:    retry.PollHand, // the caller's RecvResponse loop drives the engine
 		Logger:    slog.New(slog.DiscardHandler),
 		Clock:     func() time.Time { return now },
 	})

@@ -25,3 +25,26 @@ func RetainedBufBytes(c *Client) (largest int) {
 
 // MaxRetainedBuf exports maxRetainedBuf for tests.
 const MaxRetainedBuf = maxRetainedBuf
+
+// RetainedFinals reports the capacity of the made-results queue (entries).
+func RetainedFinals(c *Client) int {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	return len(c.poll.finals.buf)
+}
+
+// MaxRetainedFinals exports maxRetainedFinals for tests.
+const MaxRetainedFinals = maxRetainedFinals
+
+// WaiterBufBytes reports the largest buffer a free Do waiter keeps for the
+// next call (its Result's record bytes and record table).
+func WaiterBufBytes(c *Client) (largest int) {
+	ws := &c.waiters
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, id := range ws.free {
+		r := &ws.slots[id-1].res
+		largest = max(largest, cap(r.buf), cap(r.recs)*int(unsafe.Sizeof(recordPos{})))
+	}
+	return largest
+}

@@ -94,10 +94,8 @@ func (p *poller) drop(z *zone, seq uint64) {
 	if f.m.flags&flagHeld != 0 {
 		p.freeHeld(seq)
 	}
-	if f.m.waiter != 0 && !f.m.done() {
-		// Only Close drops a request before its final result.
-		p.finishWaiter(p.c.waiters.get(f.m.waiter), ErrClosed)
-	}
+	// A Do call waiting for a request Close drops is ended by Close itself
+	// (closeWaiters), whatever stage its result was at.
 	f.untry()
 	z.table.Delete(seq)
 }

@@ -59,6 +59,7 @@ const (
 	flagDone     uint8 = 1 << iota // the final result is queued or delivered
 	flagHeld                       // the poller holds an answer for it (SPEC R8, R8b; hold.go)
 	flagNoResend                   // the storm guard refused a re-send: no more are tried (SPEC R19)
+	flagFailed                     // records with a listed code were delivered as they are (SPEC R8b, R17 round 3)
 )
 
 func (m *ctxMeta) done() bool { return m.flags&flagDone != 0 }
@@ -80,7 +81,9 @@ func timerID(seq uint64, gen uint16) uint64 { return seq&counterMask | uint64(ge
 //	  kindIndex    8 the next stream position wanted (SPEC R11)
 //	  kindPlain    4 the next packet index expected (duplicate detection),
 //	               8 the async ID (a plain request keeps no frame to read it from)
-//	  kindSimple   nothing
+//	  kindSimple   8 the end of the read's budget: first send + T, ns since
+//	               the epoch (SPEC §7 R9/R8/R19: a read without a good
+//	               answer ends there, whatever its error-code re-sends did)
 //
 // Each quantity has its own bytes, so a field means one thing whatever the
 // kind, and the fixed ctxMeta stays small.
@@ -92,7 +95,7 @@ func scratchSize(kind, max uint8, ncodes, nkeys int) int {
 	switch kind {
 	case kindBatch:
 		n += 8 + wire.BitsetLen(nkeys)
-	case kindIndex:
+	case kindIndex, kindSimple:
 		n += 8
 	case kindPlain:
 		n += 12
@@ -153,6 +156,8 @@ func (f *flight) batchBits() wire.Bitset {
 func (f *flight) setBatchAnswered(n uint32) { binary.LittleEndian.PutUint32(f.state(), n) }
 func (f *flight) indexNext() uint64         { return binary.LittleEndian.Uint64(f.state()) }
 func (f *flight) setIndexNext(pos uint64)   { binary.LittleEndian.PutUint64(f.state(), pos) }
+func (f *flight) simpleEnd() int64          { return int64(binary.LittleEndian.Uint64(f.state())) }
+func (f *flight) setSimpleEnd(ns int64)     { binary.LittleEndian.PutUint64(f.state(), uint64(ns)) }
 func (f *flight) plainNext() uint32         { return binary.LittleEndian.Uint32(f.state()) }
 func (f *flight) setPlainNext(n uint32)     { binary.LittleEndian.PutUint32(f.state(), n) }
 

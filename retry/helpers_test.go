@@ -2,8 +2,10 @@ package retry_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,12 +94,19 @@ type fixture struct {
 // newFixture makes a client with the given proxies (all silent, logging
 // sends) and conf list, budgets 3000 ms / 6000 ms.
 func newFixture(t testing.TB, proxies []retry.Proxy, collect string) *fixture {
+	return newFixtureWith(t, proxies, collect, retry.Config{})
+}
+
+// newFixtureWith is newFixture with cfg's other fields (Transport, Clock,
+// Logger, WaitTimeout and Shards are the fixture's, and the fixture polls by
+// hand: Poller is PollHand).
+func newFixtureWith(t testing.TB, proxies []retry.Proxy, collect string, cfg retry.Config) *fixture {
 	t.Helper()
 	f := &fixture{t: t, tr: retrytest.NewTransport(), clock: newFakeClock(), logs: &captureHandler{}, px: proxies}
 	f.tr.SetLog(true)
-	c, err := retry.New(retry.Config{
-		Transport: f.tr, Clock: f.clock.Now, Logger: slog.New(f.logs), WaitTimeout: 5 * time.Second, Shards: 4,
-	})
+	cfg.Transport, cfg.Clock, cfg.Logger, cfg.WaitTimeout, cfg.Shards = f.tr, f.clock.Now, slog.New(f.logs), 5*time.Second, 4
+	cfg.Poller = retry.PollHand
+	c, err := retry.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +234,80 @@ func finals(gs []got) []got {
 		}
 	}
 	return out
+}
+
+// step is one line of a timed scenario on the fake clock: at `at` (since
+// the scenario's start) do runs — answers delivered, proxies changed —
+// after the polls up to at and before the poll at at+1 ms; want lists the
+// responses the polls in (previous step's at, at] handed out, each as
+// result@time (final) or result+@time (more follow), in order.
+type step struct {
+	at   time.Duration
+	do   func()
+	want string
+}
+
+// runSteps plays steps in order and fails with "step %d: got, want" at the
+// first difference. A step's polls run every 1 ms of fake time.
+func (f *fixture) runSteps(start time.Time, steps []step) {
+	f.t.Helper()
+	for i, s := range steps {
+		var gs []got
+		for f.clock.Now().Sub(start) < s.at {
+			f.clock.Add(time.Millisecond)
+			for _, g := range f.poll() {
+				g.at = f.clock.Now().Sub(start)
+				gs = append(gs, g)
+			}
+		}
+		if g := describe(gs); g != s.want {
+			f.t.Fatalf("step %d (at %v): got %q, want %q", i, s.at, g, s.want)
+		}
+		if s.do != nil {
+			s.do()
+		}
+	}
+}
+
+// describe writes responses as runSteps' want strings.
+func describe(gs []got) string {
+	var b strings.Builder
+	for i, g := range gs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		more := ""
+		if g.more {
+			more = "+"
+		}
+		fmt.Fprintf(&b, "%d%s@%v", g.result, more, g.at)
+	}
+	return b.String()
+}
+
+// sentLog keeps every frame the fixture's transport sent, in order, so that
+// a scenario can answer attempt k later (retrytest's Sent empties its log).
+type sentLog struct {
+	f   *fixture
+	all []retrytest.Sent
+}
+
+// get returns attempt i (0-based, in send order) of everything sent so far.
+func (l *sentLog) get(i int) retrytest.Sent {
+	l.f.t.Helper()
+	l.all = append(l.all, l.f.tr.Sent()...)
+	if i >= len(l.all) {
+		l.f.t.Fatalf("attempt %d not sent (%d sent)", i+1, len(l.all))
+	}
+	return l.all[i]
+}
+
+// count returns how many frames were sent so far.
+func (l *sentLog) count() int {
+	l.all = append(l.all, l.f.tr.Sent()...)
+	return len(l.all)
+}
+
+func confWith(maxCnt int, codes string) string {
+	return fmt.Sprintf("conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=%s&ReadRetryMaxCnt=%d", codes, maxCnt)
 }

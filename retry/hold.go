@@ -98,6 +98,7 @@ func (f *flight) deliverHeld() bool {
 		if pkt, err := wire.ParseResponse(h.recs.Frame()); err == nil {
 			keep := p.keepFor(pkt.RecordCount())
 			fresh, complete := f.acceptHeld(pkt, keep)
+			f.failedDelivered(fresh)
 			switch {
 			case complete:
 				f.respond(pkt, ResultOK, false, keep, fresh)

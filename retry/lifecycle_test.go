@@ -51,7 +51,7 @@ func getOK(c *retry.Client, zone retry.Zone, key string, res *retry.Result) erro
 func TestRedeployReusesProxyIDs(t *testing.T) {
 	tr := retrytest.NewTransport()
 	tr.SetDefaultHandler(retrytest.Serve(retrytest.Data{}, 0))
-	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet, Poller: retry.PollHand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestRedeployReusesProxyIDs(t *testing.T) {
 // and is released when that request ends.
 func TestReleaseWaitsForAttempts(t *testing.T) {
 	tr := retrytest.NewTransport()
-	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet, Poller: retry.PollHand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func (l *lateFrom) Recv() ([]byte, retry.ProxyID, bool) {
 // and the request gets the new proxy's answer.
 func TestReusedIDNeverMisroutes(t *testing.T) {
 	l := &lateFrom{Transport: retrytest.NewTransport()}
-	c, err := retry.New(retry.Config{Transport: l, Logger: quiet})
+	c, err := retry.New(retry.Config{Transport: l, Logger: quiet, Poller: retry.PollHand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestRouteUpdatesUnderLoad(t *testing.T) {
 	if st.FinalResults != st.ReadsSent || st.ReadsSent < uint64(reads.Load()) || st.RetriesTimeout+st.RetriesErrorCode != 0 {
 		t.Fatalf("stats %+v, %d reads", st, reads.Load())
 	}
-	// The Driver Do started polls on: the last deploys' proxies go at its
+	// The client's own driver (PollSelf) polls on: the last deploys' proxies go at its
 	// next poll.
 	for deadline := time.Now().Add(10 * time.Second); c.ProxyStats().Live != 8 || tr.Proxies() != 8; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -311,7 +311,7 @@ func TestRouteUpdatesUnderLoad(t *testing.T) {
 // the new zone's (its index is reused, its sequence numbers are not).
 func TestRemoveZone(t *testing.T) {
 	tr := retrytest.NewTransport()
-	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet, Poller: retry.PollHand})
 	if err != nil {
 		t.Fatal(err)
 	}

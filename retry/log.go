@@ -27,9 +27,11 @@ const (
 	// R5); attributes: app_id, zone_id, cmds, error_codes, max_retries.
 	MsgRecvConf = "recv read retry conf"
 	// MsgExhausted is logged at error level when a read gives up (SPEC R9,
-	// R8); attributes: app_id, zone_id, retries, cost_ms, seq, async_id,
-	// result, suppressed (lines skipped by the rate limit since the last
-	// one). Rate-limited to exhaustedLogsPerSecond per zone.
+	// R8), once per request: with -19219, with a held listed error code, or
+	// with ResultOK after records it delivered failed (SPEC R8b, §7);
+	// attributes: app_id, zone_id, retries, cost_ms, seq, async_id, result,
+	// suppressed (lines skipped by the rate limit since the last one).
+	// Rate-limited to exhaustedLogsPerSecond per zone.
 	MsgExhausted = "read retry exhausted"
 	// MsgBadConf is logged at error level when a conf:// element is
 	// malformed and the zone keeps its configuration; attributes: app_id,

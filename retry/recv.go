@@ -61,35 +61,6 @@ func (p *poller) flight(z *zone, seq uint64) (flight, bool) {
 // deadlines; under overload, timers run this many packets late.
 const maxPacketsPerAdvance = 16384
 
-// RecvResponse drives the engine and returns at most one response (SPEC
-// R14). It handles the packets the transport has already received, then
-// advances every zone's timing wheel to now — re-sending reads whose
-// segment ended, ending those out of retries — then handles packets again,
-// until one yields a response for the caller. It never blocks on the
-// network; ok is false when nothing is ready. Call it periodically (the
-// poll interval adds to timer lateness) or let a Driver call it.
-//
-// Packets come before timers so that an answer that arrived in time is
-// not beaten by its deadline just because the poller was late (a stall, a
-// GC pause): SPEC R9 gives up only when no good answer came. So that
-// timers still fire when the inbox never empties, the wheels are advanced
-// at least once every 16,384 packets.
-//
-// Call it from one goroutine (or let one Driver call it, and never both):
-// the returned Response is the client's single response value, valid until
-// the next call to RecvResponse or Close — a call from another goroutine
-// overwrites it and releases its context. Calls are serialised internally,
-// so two pollers do not corrupt the engine, but each would race on the
-// other's Response.
-func (c *Client) RecvResponse() (rsp *Response, ok bool) {
-	if !c.handPolled() {
-		return nil, false // a Driver is the client's poller
-	}
-	c.pollMu.Lock()
-	defer c.pollMu.Unlock()
-	return c.poll.next()
-}
-
 // next is RecvResponse under the poller lock: it runs the engine until a
 // response for the asynchronous API is ready, handing responses made for Do
 // calls to their waiters on the way (route).

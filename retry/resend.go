@@ -33,20 +33,28 @@ func (f *flight) onDeadline() {
 		switch {
 		case m.deadline > f.now:
 			// Not over yet: the first timer of a request whose earlier
-			// segments were handled here, or a complex read whose wait an
+			// segments were handled here, a complex read whose wait an
 			// accepted packet extended after the timer was set (lazy
-			// re-arm).
+			// re-arm), or a read that may send nothing more waiting for
+			// the end of its budget.
 			f.arm()
 			return
 		case m.kind == kindPlain:
 			f.z.stats.waitTimeouts.Add(1)
 			f.finish(ResultWaitRspTimeout)
 		case !f.mayResend():
+			if m.kind == kindSimple && f.simpleEnd() > m.deadline {
+				// SPEC §7 R9/R8/R19: error-code re-sends cut segments
+				// short, but a simple read without a good answer still
+				// waits for its attempts until first send + T.
+				m.deadline = f.simpleEnd()
+				continue
+			}
 			f.giveUp()
-		case !f.grantRetry():
+		case !f.grantRetry(m.deadline):
 			// SPEC R19: the storm guard refused; the read waits for the
-			// attempts already out until its budget ends.
-			m.deadline = f.budgetEnd()
+			// attempts already out until its budget ends (grantRetry
+			// moved the deadline).
 		default:
 			f.z.stats.retriesTimeout.Add(1)
 			f.resend(m.deadline)
@@ -64,28 +72,33 @@ func (f *flight) giveUp() {
 	f.exhaust(ResultReadRetryTimeout)
 }
 
-// budgetEnd returns when the request's last segment would end if it sent
-// no more attempts: the current segment's end plus the segments its
-// remaining retries would have used (SPEC R6, R10).
-func (f *flight) budgetEnd() int64 {
+// budgetEnd returns when the request ends if it sends no more attempts
+// from base on, base being when its next segment would start (the current
+// segment's end after a timeout, now after an error code). A simple read
+// ends at first send + T whatever happened before (SPEC §7 R9/R8/R19); a
+// complex read waits out the segments its remaining retries would have had,
+// each starting where the one before would have ended (SPEC R10, R19).
+func (f *flight) budgetEnd(base int64) int64 {
 	m := f.m
-	r, n, budget := int(m.retries), int(m.max), m.budget()
 	if m.kind == kindSimple {
-		return m.deadline + int64(segmentEnd(budget, n, n+1)-segmentEnd(budget, n, r+1))
+		return f.simpleEnd()
 	}
-	return m.deadline + int64(triangle(n+1)-triangle(r+1))*int64(segmentUnit(budget, n))
+	r, n := int(m.retries), int(m.max)
+	return base + int64(triangle(n+1)-triangle(r+1))*int64(segmentUnit(m.budget(), n))
 }
 
 // grantRetry asks the zone's storm guard for one re-send (SPEC R19). A
 // refusal is counted and stops the request's re-sends for good: the read
 // waits for the attempts already out (and an error answer is held, SPEC
-// R8) until its budget ends.
-func (f *flight) grantRetry() bool {
+// R8) until its budget ends, which budgetEnd computes from base, when the
+// refused segment would have started; the deadline never moves earlier.
+func (f *flight) grantRetry(base int64) bool {
 	g := f.z.guard
 	if g == nil || g.TryRetryAt(f.c.at(f.now)) {
 		return true
 	}
 	f.z.stats.retriesRefused.Add(1)
+	f.m.deadline = max(f.m.deadline, f.budgetEnd(base))
 	f.m.flags |= flagNoResend
 	return false
 }

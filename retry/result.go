@@ -56,11 +56,9 @@ var (
 	// ErrWaitTimeout is what Do returns for ResultWaitRspTimeout (-16659):
 	// a request without read retry got no final answer in time.
 	ErrWaitTimeout = &Error{Code: ResultWaitRspTimeout, msg: "retry: no answer within the wait timeout (API_ERR_WAIT_RSP_TIMEOUT)"}
-	// ErrPoller: the call would make the client's poller ambiguous, so that
-	// responses could reach the wrong reader (SPEC R20). StartDriver on a
-	// client polled by hand or already driven; Send on a client driven by
-	// the Driver that Do started (its responses would reach no one — start
-	// your own Driver with StartDriver, which takes over).
+	// ErrPoller: Send on a client made with Config.Poller = PollSelf and no
+	// Config.OnResponse, where its responses would reach no one (SPEC R20).
+	// It depends on the Config alone, never on earlier calls.
 	ErrPoller = errors.New("retry: the client's poller does not allow this call")
 )
 

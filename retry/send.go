@@ -29,13 +29,17 @@ import (
 // the codec does not carry (SQL and the like), a bad key count or an
 // oversize frame; ErrNoProxy when no proxy is available;
 // ErrTooManyRequests when the zone tracks its maximum of requests;
-// ErrPoller when the client is driven by the Driver Do started (see
-// StartDriver).
+// ErrPoller on a PollSelf client without Config.OnResponse, which would
+// have no reader for the responses (always, whatever came before).
 func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
-	if c.pollMode.Load() == pollDo {
-		return 0, ErrPoller
+	if c.pollerKind == PollSelf {
+		if c.onResponse == nil {
+			return 0, ErrPoller
+		}
+		if _, err := c.selfPolled(); err != nil {
+			return 0, err
+		}
 	}
-	c.asyncUsed.Store(true)
 	return c.send(zone, req, 0)
 }
 
@@ -123,9 +127,6 @@ func (c *Client) classify(z *zone, req *Request) (ctxMeta, *Conf, error) {
 func (f *flight) admit(m *ctxMeta) error {
 	c, z := f.c, f.z
 	m.firstMs = uint32(f.now / int64(time.Millisecond))
-	if z.guard != nil && wire.Command(m.cmd).IsRead() {
-		z.guard.Request() // the storm guard's ratio is over the zone's reads (SPEC R19)
-	}
 	if m.kind != kindPlain && !z.stats.reserveContext(c.maxContexts.Load()) {
 		m.kind, m.budgetUs, m.max, m.ncodes = kindPlain, 0, 0, 0
 		z.stats.capHits.Add(1)
@@ -211,7 +212,20 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 			continue
 		}
 		z.stats.countSent(wire.Command(m.cmd), m.kind)
+		f.countLoad(wire.Command(m.cmd))
 		return f.seq, nil
+	}
+}
+
+// countLoad deposits a read whose first attempt is out into the zone's
+// storm guard, whose ratio is over the reads that reached a proxy (SPEC
+// §7 R19: a refused Send — no proxy, unknown zone, full table, closed
+// client — deposits nothing, so refusals cannot buy re-sends).
+// The context is the poller's once its frame is out: cmd comes from the
+// sender's own copy of the meta.
+func (f *flight) countLoad(cmd wire.Command) {
+	if g := f.z.guard; g != nil && cmd.IsRead() {
+		g.Request()
 	}
 }
 
@@ -235,6 +249,8 @@ func (f *flight) initScratch(first ProxyID, req *Request, conf *Conf) {
 		binary.LittleEndian.PutUint32(f.state()[4:], uint32(len(req.Keys)))
 	case kindIndex:
 		f.setIndexNext(req.Position)
+	case kindSimple:
+		f.setSimpleEnd(f.now + int64(f.m.budget()))
 	case kindPlain:
 		binary.LittleEndian.PutUint64(f.state()[4:], req.AsyncID)
 	}

@@ -28,6 +28,7 @@ type zoneCounters struct {
 	retriesNoProxy     atomic.Uint64
 	retriesRefused     atomic.Uint64
 	exhausted          atomic.Uint64
+	recordsFailed      atomic.Uint64
 	duplicates         atomic.Uint64
 	unknownSeq         atomic.Uint64
 	stray              atomic.Uint64
@@ -69,9 +70,16 @@ type Stats struct {
 	// R19): not sent, and not counted in the two above; the read then
 	// waits for its attempts already out until its budget ends.
 	RetriesRefused uint64
-	// Exhausted counts requests that ended with ResultReadRetryTimeout, or
-	// with a held listed error code (SPEC R8, R9).
+	// Exhausted counts requests that gave up (SPEC R8, R9, §7 R8b/R17/R20):
+	// those that ended with ResultReadRetryTimeout or a held listed error
+	// code, and those whose final result is ResultOK but that delivered
+	// failed records (RecordsFailed). Each such request counts once, and
+	// writes MsgExhausted once (rate-limited).
 	Exhausted uint64
+	// RecordsFailed counts records delivered with a listed error code of
+	// their own because no attempt answered their key or position well
+	// (SPEC R8b, §7 R8b/R17/R20): the caller got them as they are.
+	RecordsFailed uint64
 	// DuplicatesDropped counts packets and records dropped because their
 	// request already had them or had ended (SPEC R7, R12): hedged answers,
 	// network duplicates, late answers.
@@ -117,6 +125,7 @@ func (zc *zoneCounters) snapshot() Stats {
 		RetriesNoProxy:      zc.retriesNoProxy.Load(),
 		RetriesRefused:      zc.retriesRefused.Load(),
 		Exhausted:           zc.exhausted.Load(),
+		RecordsFailed:       zc.recordsFailed.Load(),
 		DuplicatesDropped:   zc.duplicates.Load(),
 		UnknownSeq:          zc.unknownSeq.Load(),
 		StrayPackets:        zc.stray.Load(),

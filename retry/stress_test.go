@@ -1,6 +1,7 @@
 package retry_test
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -196,7 +197,9 @@ func TestStressExactlyOnce(t *testing.T) {
 func TestDriver(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	tr := retrytest.NewTransport()
-	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+	got := make(chan uint64, 100)
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet, PollInterval: time.Millisecond,
+		OnResponse: func(r *retry.Response) { got <- r.AsyncID() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +209,6 @@ func TestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.SetReadRetryTimeout(time.Second, time.Second)
-	got := make(chan uint64, 100)
-	d, err := c.StartDriver(time.Millisecond, func(r *retry.Response) { got <- r.AsyncID() })
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := 0; i < 50; i++ {
 		if _, err := c.Send(testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: uint64(i)}); err != nil {
 			t.Fatal(err)
@@ -226,9 +224,9 @@ func TestDriver(t *testing.T) {
 			t.Fatalf("driver delivered %d of 50", len(seen))
 		}
 	}
-	d.Stop()
-	d.Stop()
-	if _, err := c.StartDriver(0, nil); err == nil {
-		t.Fatal("bad driver config accepted")
+	_ = c.Close()
+	_ = c.Close()
+	if _, err := retry.New(retry.Config{Transport: tr, Poller: retry.PollHand + 1}); !errors.Is(err, retry.ErrInvalidConfig) {
+		t.Fatalf("unknown Poller: %v", err)
 	}
 }

@@ -221,7 +221,7 @@ func (c *Client) publishZone(z *zone) {
 // (retry/retryprom) stop listing it: it is no longer in Zones.
 //
 // Its requests in flight end as if their budgets had run out, each with its
-// one final result through the usual path (RecvResponse, a Driver's
+// one final result through the usual path (RecvResponse, the Config.OnResponse
 // callback, or the waiting Do): a read with read retry with what it holds
 // or ResultReadRetryTimeout (counted in its zone's Exhausted and logged as
 // MsgExhausted, rate-limited), a request without a context with

@@ -39,7 +39,7 @@ func BenchmarkLoopbackRead(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer tr.Close()
-			c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
+			c, err := retry.New(retry.Config{Transport: tr, Logger: quiet, Poller: retry.PollHand})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -385,7 +385,7 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Wo
 	if on {
 		maxContexts = sc.MaxContexts
 	}
-	c, tr, err := newEngine(opt, fleet, on, maxContexts)
+	c, tr, err := newEngine(opt, fleet, on, maxContexts, retry.PollHand)
 	if err != nil {
 		return nil, err
 	}
@@ -403,17 +403,19 @@ func newClientRun(on bool, sc *Scenario, opt *Options, fleet FleetControl, w *Wo
 // timeout, reconnect backoff from 5 ms to 100 ms), the fleet's route
 // applied with ConfList(opt.MaxRetries), and — with retryOn — opt's
 // budgets and, when maxContexts > 0, that context cap (SPEC R1, R2, R5).
-// Zero fields of opt take Run's defaults. Drive it as Run does: Send from
-// any goroutine, RecvResponse and PollWait from one. The caller closes
-// both (the client first).
-func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int) (*retry.Client, *tcp.Transport, error) {
+// Zero fields of opt take Run's defaults. poller is the client's
+// Config.Poller: with retry.PollHand drive it as Run does — Send from any
+// goroutine, RecvResponse and PollWait from one; with retry.PollSelf call
+// Do, and the client drives itself. The caller closes both (the client
+// first).
+func NewEngine(opt Options, fleet FleetControl, retryOn bool, maxContexts int, poller retry.Poller) (*retry.Client, *tcp.Transport, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, nil, err
 	}
-	return newEngine(&opt, fleet, retryOn, maxContexts)
+	return newEngine(&opt, fleet, retryOn, maxContexts, poller)
 }
 
-func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*retry.Client, *tcp.Transport, error) {
+func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int, poller retry.Poller) (*retry.Client, *tcp.Transport, error) {
 	tr, err := tcp.New(tcp.Config{
 		Resolve:     fleet.Resolve,
 		DialTimeout: 500 * time.Millisecond,
@@ -424,7 +426,7 @@ func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int) (*ret
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout})
+	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout, Poller: poller})
 	if err != nil {
 		_ = tr.Close()
 		return nil, nil, err

@@ -21,7 +21,7 @@ var ErrInvalidConfig = errors.New("retryprom: invalid config")
 // is required.
 type Config struct {
 	// Client is the engine whose per-zone Stats and ClientStats are
-	// exported (SPEC R17); nil exports neither.
+	// exported; nil exports neither.
 	Client *retry.Client
 	// Zones returns the zones of Client to export, called once per scrape
 	// (possibly from several scrapes at once); nil means Client.Zones,
@@ -30,8 +30,8 @@ type Config struct {
 	// during the call and keeps none of it. Zones the client does not know
 	// are skipped, and a zone listed twice is exported once.
 	Zones func() []retry.Zone
-	// Budget is a retry budget (SPEC B4) whose Stats are exported; nil
-	// exports none. The engine's own per-zone storm guards (SPEC R19) show
+	// Budget is a retry budget whose Stats are exported; nil
+	// exports none. The engine's own per-zone storm guards show
 	// through readretry_retries_refused_total instead.
 	Budget *budget.Budget
 	// ConstLabels are added to every metric, to tell several clients or
@@ -62,7 +62,7 @@ type Collector struct {
 	plain, reasoned labelPlan // label layouts of the per-zone series
 	nReasoned       int       // per-zone series with a reason label
 
-	unknownZone, malformed, unreceived *prometheus.Desc
+	unknownZone, malformed *prometheus.Desc
 
 	bRequests, bGranted, bCancelled, bDenied *prometheus.Desc
 	bWinRequests, bWinRetries, bAllowance    *prometheus.Desc
@@ -124,7 +124,6 @@ func New(cfg Config) (*Collector, error) {
 		}
 		c.unknownZone = desc("unknown_zone_frames_total", "Response frames whose sequence number names no zone of the client.")
 		c.malformed = desc("malformed_frames_total", "Response frames that failed to parse, in every zone.")
-		c.unreceived = desc("unreceived_responses_total", "Responses of Send dropped because only Do's driver polled, with no callback for them.")
 	}
 	if cfg.Budget != nil {
 		c.bRequests = desc("budget_requests_total", "Requests (first attempts) the retry budget recorded.")
@@ -184,8 +183,10 @@ func zoneMetrics(desc func(name, help string, labels ...string) *prometheus.Desc
 		func(s *retry.Stats) float64 { return float64(s.RetriesNoProxy) })
 	counter("retries_refused_total", "Re-sends the zone's storm guard refused: not sent, not in readretry_retries_total.",
 		func(s *retry.Stats) float64 { return float64(s.RetriesRefused) })
-	counter("exhausted_total", "Reads that ended with -19219 (read retry timeout) or a held listed error code.",
+	counter("exhausted_total", "Reads that gave up: ended with -19219 (read retry timeout) or a held listed error code, or delivered records no attempt answered well.",
 		func(s *retry.Stats) float64 { return float64(s.Exhausted) })
+	counter("records_failed_total", "Records delivered with a listed error code of their own because no attempt answered them well.",
+		func(s *retry.Stats) float64 { return float64(s.RecordsFailed) })
 	counter("duplicates_dropped_total", "Packets and records dropped because their request already had them or had ended.",
 		func(s *retry.Stats) float64 { return float64(s.DuplicatesDropped) })
 	counter("unknown_seq_packets_total", "Packets whose sequence number the zone never sent.",
@@ -223,7 +224,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{c.unknownZone, c.malformed, c.unreceived,
+	for _, d := range []*prometheus.Desc{c.unknownZone, c.malformed,
 		c.bRequests, c.bGranted, c.bCancelled, c.bDenied, c.bWinRequests, c.bWinRetries, c.bAllowance} {
 		if d != nil {
 			ch <- d
@@ -247,7 +248,6 @@ func (c *Collector) collectRest(ch chan<- prometheus.Metric) {
 		cs := c.client.ClientStats()
 		ch <- prometheus.MustNewConstMetric(c.unknownZone, prometheus.CounterValue, float64(cs.UnknownZoneFrames))
 		ch <- prometheus.MustNewConstMetric(c.malformed, prometheus.CounterValue, float64(cs.MalformedFrames))
-		ch <- prometheus.MustNewConstMetric(c.unreceived, prometheus.CounterValue, float64(cs.UnreceivedResponses))
 	}
 	if c.budget != nil {
 		s := c.budget.Stats()

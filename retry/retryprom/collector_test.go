@@ -50,7 +50,7 @@ func zoneLabels(z retry.Zone) (app, zone string) {
 func servedZone(t *testing.T) (*retry.Client, retry.Zone, *retryprom.Collector) {
 	t.Helper()
 	tr := retrytest.NewTransport()
-	c, err := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler)})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: tr, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +128,11 @@ func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (fl
 	return 0, false
 }
 
-// zoneSeries are the 22 per-zone series by name (reason in brackets).
+// zoneSeries are the 23 per-zone series by name (reason in brackets).
 var zoneSeries = []string{
 	"reads_sent_total", "writes_sent_total", "reads_without_context_total", "contexts", "contexts_peak",
 	"context_cap_hits_total", "retries_total[timeout]", "retries_total[error_code]", "retries_no_proxy_total",
-	"retries_refused_total", "exhausted_total", "duplicates_dropped_total", "unknown_seq_packets_total",
+	"retries_refused_total", "exhausted_total", "records_failed_total", "duplicates_dropped_total", "unknown_seq_packets_total",
 	"stray_packets_total", "malformed_packets_total", "records_resent_total", "wait_timeouts_total",
 	"responses_delivered_total", "final_results_total", "do_abandoned_total", "abandoned_responses_total",
 	"send_failures_total",
@@ -182,7 +182,7 @@ func checkZone(t *testing.T, fams map[string]*dto.MetricFamily, when string, z r
 func TestScrapeWorkload(t *testing.T) {
 	clk := &fakeClock{}
 	tr := retrytest.NewTransport()
-	c, err := retry.New(retry.Config{
+	c, err := retry.New(retry.Config{Poller: retry.PollHand,
 		Transport: tr, Logger: slog.New(slog.DiscardHandler), Clock: clk.Now, WaitTimeout: 2 * time.Second,
 		RetryBudget: budget.Config{Ratio: 1, MinRetriesPerSecond: budget.NoFloor},
 	})
@@ -376,7 +376,7 @@ func TestScrapeWorkload(t *testing.T) {
 		"responses_delivered_total": 1, "final_results_total": 1})
 	// Client-wide: the frame of an unknown zone; two frames that did not parse.
 	for name, want := range map[string]float64{
-		"readretry_unknown_zone_frames_total": 1, "readretry_malformed_frames_total": 2, "readretry_unreceived_responses_total": 0,
+		"readretry_unknown_zone_frames_total": 1, "readretry_malformed_frames_total": 2,
 		// The budget: 10 requests, 3 grants (one given back), 1 denial; the
 		// window holds the 10 requests and 2 retries, allowing 0.2 × 10.
 		"readretry_budget_requests_total": 10, "readretry_budget_retries_granted_total": 3,
@@ -400,8 +400,10 @@ func TestScrapeWorkload(t *testing.T) {
 		if f.GetType() != wantType {
 			t.Errorf("%s is a %v, want %v", name, f.GetType(), wantType)
 		}
-		if f.GetHelp() == "" {
-			t.Errorf("%s has no HELP", name)
+		// Operators read HELP without the repository: requirement IDs
+		// stay in the docs (issue 21 §5).
+		if h := f.GetHelp(); h == "" || strings.Contains(h, "SPEC") || regexp.MustCompile(`\b[RGBMIF][0-9]+b?\b`).MatchString(h) {
+			t.Errorf("%s: help %q is empty or cites a requirement ID", name, h)
 		}
 		if name == "readretry_retries_total" {
 			if n := len(f.GetMetric()); n != 8 {
@@ -411,7 +413,7 @@ func TestScrapeWorkload(t *testing.T) {
 			t.Errorf("%s has %d series, want 4 zones", name, len(f.GetMetric()))
 		}
 	}
-	if n := len(fams); n != 21+3+7 {
+	if n := len(fams); n != 22+2+7 {
 		t.Errorf("%d families, want 31", n)
 	}
 	if requests, _ := c.InFlight(zB); requests != 0 {
@@ -457,7 +459,7 @@ func TestEveryStatsField(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	c, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Logger: slog.New(slog.DiscardHandler)})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,15 +480,15 @@ func TestNewErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// With a zone-less client, only the three client-wide series.
+	// With a zone-less client, only the two client-wide series.
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fams) != 3 {
-		t.Fatalf("%d families, want 3", len(fams))
+	if len(fams) != 2 {
+		t.Fatalf("%d families, want 2", len(fams))
 	}
 	for _, f := range fams {
 		if l := f.GetMetric()[0].GetLabel(); len(l) != 1 || l[0].GetName() != "client" || l[0].GetValue() != "orders" {
@@ -543,8 +545,8 @@ func TestSameAsConstMetrics(t *testing.T) {
 	if got != want {
 		t.Fatalf("Collect and MustNewConstMetric differ:\n--- Collect\n%.3000s\n--- const\n%.3000s", got, want)
 	}
-	if n := strings.Count(got, "\nreadretry_"); n != 250*22+3+7 {
-		t.Fatalf("%d series, want %d", n, 250*22+3+7)
+	if n := strings.Count(got, "\nreadretry_"); n != 250*23+2+7 {
+		t.Fatalf("%d series, want %d", n, 250*23+2+7)
 	}
 	if !strings.Contains(got, `readretry_retries_total{a="1",app_id="1000",client="orders",reason="timeout",retry="on",zone_id="1000",zz="2"} 0`) {
 		t.Fatalf("no retries series with the labels in order:\n%.2000s", got)
@@ -632,7 +634,7 @@ func TestConcurrentScrapes(t *testing.T) {
 // the client has a route for (Client.Zones), including one routed after
 // the collector was made.
 func TestDefaultZones(t *testing.T) {
-	c, err := retry.New(retry.Config{Transport: retrytest.NewTransport(), Logger: slog.New(slog.DiscardHandler)})
+	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@
 // scrapes, so Send and RecvResponse do exactly what they do without it, with
 // no allocation. Budget.Stats advances the budget's window as TryRetry would
 // and grants nothing. Per zone a scrape makes one Stats call and two
-// allocations for all 22 series (two more for label values above 99),
+// allocations for all 23 series (two more for label values above 99),
 // instead of a dozen allocations per series with
 // prometheus.MustNewConstMetric; the README gives the measured figures.
 //
@@ -37,7 +37,8 @@
 //	                                                   RetriesErrorCode (reason="error_code", R8)
 //	readretry_retries_no_proxy_total          counter  RetriesNoProxy (R13)
 //	readretry_retries_refused_total           counter  RetriesRefused (R19)
-//	readretry_exhausted_total                 counter  Exhausted (R8, R9)
+//	readretry_exhausted_total                 counter  Exhausted (R8, R8b, R9)
+//	readretry_records_failed_total            counter  RecordsFailed (R8b, R17)
 //	readretry_duplicates_dropped_total        counter  DuplicatesDropped (R7, R12, F4)
 //	readretry_unknown_seq_packets_total       counter  UnknownSeq (F3)
 //	readretry_stray_packets_total             counter  StrayPackets (F5)
@@ -54,7 +55,6 @@
 //
 //	readretry_unknown_zone_frames_total       counter  UnknownZoneFrames (R17)
 //	readretry_malformed_frames_total          counter  MalformedFrames (R17, F1)
-//	readretry_unreceived_responses_total      counter  UnreceivedResponses (R20)
 //
 // Per budget, from budget.Stats (SPEC B4):
 //

@@ -31,7 +31,7 @@ func Example() {
 	b := retry.Proxy{Host: "10.0.0.2", Port: 9000}
 	tr.SetHandler(b, retrytest.Serve(retrytest.Data{}, 0))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c, _ := retry.New(retry.Config{Transport: tr, Logger: slog.New(slog.DiscardHandler),
+	c, _ := retry.New(retry.Config{Poller: retry.PollHand, Transport: tr, Logger: slog.New(slog.DiscardHandler),
 		Clock: func() time.Time { return now }})
 	defer c.Close()
 	zone := retry.Zone{AppID: 2, ZoneID: 3}

@@ -135,10 +135,10 @@ type Stats struct {
 }
 
 type counters struct {
-	framesSent, bytesSent, writes     atomic.Uint64
-	framesRecv, bytesRecv             atomic.Uint64
-	connects, disconnects, dialFails  atomic.Uint64
-	sendUnavail, sendFull, framesLost atomic.Uint64
+	framesSent, bytesSent, writes      atomic.Uint64
+	framesRecv, bytesRecv              atomic.Uint64
+	connects, disconnects, dialFails   atomic.Uint64
+	sendUnavail, sendFull, framesLost  atomic.Uint64
 	released, framesDropped, ringWaits atomic.Uint64 // ringWaits: of released proxies
 }
 

@@ -12,8 +12,8 @@ import (
 
 // doClient is readretry's blocking front door (Client.Do, SPEC R20) used as
 // a Go developer would: a goroutine per request blocked in Do, the engine's
-// own poller (the Driver Do starts, waking on transport/tcp's Wait) behind
-// them, each answer's records collected into a reusable retry.Result. The
+// own poller (a PollSelf client's driver, waking on transport/tcp's Wait)
+// behind them, each answer's records collected into a reusable retry.Result. The
 // engine, schedule and proxy choice are readretry's; only the way the
 // caller waits differs from the readretry row.
 type doClient struct {
@@ -36,7 +36,7 @@ type doCall struct {
 }
 
 func newDoClient(e *env) (client, error) {
-	c, tr, err := sim.NewEngine(e.opt, e.fleet, true, 0)
+	c, tr, err := sim.NewEngine(e.opt, e.fleet, true, 0, retry.PollSelf)
 	if err != nil {
 		return nil, err
 	}

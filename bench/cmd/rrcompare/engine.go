@@ -19,7 +19,7 @@ type engineClient struct {
 }
 
 func newEngineClient(e *env) (client, error) {
-	c, tr, err := sim.NewEngine(e.opt, e.fleet, true, 0)
+	c, tr, err := sim.NewEngine(e.opt, e.fleet, true, 0, retry.PollHand)
 	if err != nil {
 		return nil, err
 	}
