@@ -306,8 +306,8 @@ func (c *Client) ProxyStats() ProxyStats {
 // sendBarrier returns once every Send under way has returned: each holds
 // closeMu for reading from its zone lookup to its last attempt.
 func (c *Client) sendBarrier() {
-	//lint:ignore SA2001 an empty critical section is the barrier
 	c.closeMu.Lock()
+	//lint:ignore SA2001 an empty critical section is the barrier
 	c.closeMu.Unlock()
 }
 
