@@ -246,10 +246,10 @@ func (c *Client) RemoveZone(zone Zone) error {
 	}
 	c.zoneByKey.Delete(zone)
 	c.zones.set(z.idx-1, nil)
-	old := z.route.Swap(&route{})
 	// A barrier: every Send that found the zone has stored its context or
-	// failed; none can find it from now on.
+	// failed; none can find it from now on. Its requests are ended below.
 	c.sendBarrier()
+	old := z.route.Swap(&route{})
 	c.pollMu.Lock()
 	c.poll.endZone(z)
 	c.pollMu.Unlock()
