@@ -15,11 +15,12 @@ import (
 // engine as Send and RecvResponse.
 //
 // A Do call registers a waiter, sends the request with the waiter's number
-// in its context, and then polls the engine itself if nobody else is doing
-// so at that moment (a try-lock on the poller), so that with a fast
-// transport the answer is often found by the caller's own poll; otherwise
-// it sleeps on the waiter's channel until the poller — a Driver, or
-// another Do caller's poll — hands it the final result. The poller copies
+// in its context, and then — on a PollSelf client — polls the engine itself
+// if nobody else is doing so at that moment (a try-lock on the poller), so
+// that with a fast transport the answer is often found by the caller's own
+// poll; otherwise it sleeps on the waiter's channel until the poller — the
+// client's driver, another Do caller's poll, or a PollHand client's
+// RecvResponse loop — hands it the final result (poll.go). The poller copies
 // each packet's delivered records into the waiter's own Result; at the end
 // the caller swaps that Result's buffers with the one it passed in, so
 // buffers circulate between calls and nothing is allocated per call at

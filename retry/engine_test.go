@@ -32,27 +32,17 @@ func TestR6SimpleSchedule(t *testing.T) {
 	if len(f.tr.Sent()) != 1 {
 		t.Fatal("first send missing")
 	}
-	var sends []time.Duration
-	var results []got
-	for f.clock.Now().Sub(start) < 3100*ms {
-		f.clock.Add(ms)
-		for _, g := range f.poll() {
-			g.at = f.clock.Now().Sub(start)
-			results = append(results, g)
-		}
-		for range f.tr.Sent() {
-			sends = append(sends, f.clock.Now().Sub(start))
-		}
-	}
-	if !slices.Equal(sends, []time.Duration{500 * ms, 1500 * ms}) {
-		t.Fatalf("re-sends at %v, want [500ms 1.5s]", sends)
-	}
-	if len(results) != 1 {
-		t.Fatalf("%d responses, want 1", len(results))
-	}
-	r := results[0]
-	if r.at != 3000*ms || r.result != retry.ResultReadRetryTimeout || r.seq != seq || r.asyncID != 77 || r.user != "ub" || r.more || r.attempts != 3 {
-		t.Fatalf("final %+v", r)
+	gs := f.runSchedule(start, []step{
+		{at: 499 * ms},
+		{at: 500 * ms, sends: "500ms"},
+		{at: 1499 * ms},
+		{at: 1500 * ms, sends: "1.5s"},
+		{at: 2999 * ms},
+		{at: 3000 * ms, want: "-19219@3s"},
+		{at: 3100 * ms},
+	})
+	if r := gs[0]; r.seq != seq || r.asyncID != 77 || r.user != "ub" || r.attempts != 3 {
+		t.Fatalf("final: seq %d, async ID %d, user %q, %d attempts; want %d, 77, \"ub\", 3", r.seq, r.asyncID, r.user, r.attempts, seq)
 	}
 	st := f.stats()
 	if st.RetriesTimeout != 2 || st.Exhausted != 1 || st.FinalResults != 1 || st.ReadsSent != 1 {
@@ -70,22 +60,15 @@ func TestR10ComplexSchedule(t *testing.T) {
 		start := f.clock.Now()
 		f.send(retry.Request{Command: wire.CmdBatchGet, Keys: [][]byte{[]byte("a"), []byte("b")}, AsyncID: 1})
 		f.tr.Sent()
-		var sends []time.Duration
-		var results []got
-		for f.clock.Now().Sub(start) < 6100*ms {
-			f.clock.Add(ms)
-			for _, g := range f.poll() {
-				g.at = f.clock.Now().Sub(start)
-				results = append(results, g)
-			}
-			sends = append(sends, sendTimes(f.tr.Sent(), f.clock.Now().Sub(start))...)
-		}
-		if !slices.Equal(sends, []time.Duration{1000 * ms, 3000 * ms}) {
-			t.Fatalf("re-sends at %v, want [1s 3s]", sends)
-		}
-		if len(results) != 1 || results[0].at != 6000*ms || results[0].result != retry.ResultReadRetryTimeout {
-			t.Fatalf("results %+v", results)
-		}
+		f.runSchedule(start, []step{
+			{at: 999 * ms},
+			{at: 1000 * ms, sends: "1s"},
+			{at: 2999 * ms},
+			{at: 3000 * ms, sends: "3s"},
+			{at: 5999 * ms},
+			{at: 6000 * ms, want: "-19219@6s"},
+			{at: 6100 * ms},
+		})
 		f.drained()
 	})
 	t.Run("packets restart the wait", func(t *testing.T) {

@@ -23,42 +23,40 @@ func TestR8HeldErrorLosesToLateGoodAnswer(t *testing.T) {
 	for _, p1Answers := range []bool{true, false} {
 		t.Run(fmt.Sprintf("p1Answers=%v", p1Answers), func(t *testing.T) {
 			f := newFixture(t, hostProxies("p1", "p2"), confWith(1, "-7953"))
+			sent := &sentLog{f: f}
 			start := f.clock.Now()
 			f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k"), AsyncID: 4, UserBuffer: []byte("ub")})
-			s0 := f.tr.Sent()[0]
-			if gs := f.step(1000*ms, start); len(gs) != 0 {
-				t.Fatalf("responses before the re-send: %+v", gs)
-			}
-			s1 := f.tr.Sent()
-			if len(s1) != 1 || s1[0].Proxy == s0.Proxy {
-				t.Fatalf("re-send at 1000 ms: %+v", s1)
-			}
-			f.answer(s1[0], retry.ResultProxySwiftTimeout, "")
-			if gs := f.poll(); len(gs) != 0 {
-				t.Fatalf("the hedge's error was delivered while attempt 1 may answer: %+v", gs)
-			}
-			var gs []got
+			final := "-7953@3s"
 			if p1Answers {
-				gs = append(gs, f.step(500*ms, start)...)
-				f.answer(s0, retry.ResultOK, "v")
-				gs = append(gs, f.step(2000*ms, start)...)
-				if len(gs) != 1 || gs[0].result != retry.ResultOK || gs[0].at != 1501*ms || len(gs[0].recs) != 1 || string(gs[0].recs[0].Value) != "v" {
-					t.Fatalf("want P1's OK (polled at 1501 ms), got %+v", gs)
-				}
-				if st := f.stats(); st.Exhausted != 0 || st.FinalResults != 1 {
-					t.Fatalf("stats %+v", st)
-				}
-			} else {
-				gs = f.step(2500*ms, start)
-				if len(gs) != 1 || gs[0].result != retry.ResultProxySwiftTimeout || gs[0].at != 3000*ms || gs[0].user != "ub" || gs[0].asyncID != 4 {
-					t.Fatalf("want the held -7953 at 3000 ms, got %+v", gs)
-				}
-				if st := f.stats(); st.Exhausted != 1 || st.FinalResults != 1 {
-					t.Fatalf("stats %+v", st)
-				}
-				if n := len(f.logs.find(retry.MsgExhausted)); n != 1 {
-					t.Fatalf("%d exhaustion lines, want 1", n)
-				}
+				final = "0@1.501s"
+			}
+			gs := f.runSteps(start, []step{
+				{at: 1000 * ms, do: func() {
+					if s1 := sent.get(1); s1.Proxy == sent.get(0).Proxy {
+						t.Fatalf("re-send at 1000 ms to the first attempt's proxy %v", s1.Proxy)
+					}
+					f.answer(sent.get(1), retry.ResultProxySwiftTimeout, "")
+				}},
+				{at: 1500 * ms, do: func() { // the hedge's error is held, not delivered
+					if p1Answers {
+						f.answer(sent.get(0), retry.ResultOK, "v")
+					}
+				}},
+				{at: 3500 * ms, want: final},
+			})
+			g := gs[0]
+			if g.user != "ub" || g.asyncID != 4 || p1Answers && (len(g.recs) != 1 || string(g.recs[0].Value) != "v") {
+				t.Fatalf("final %+v", g)
+			}
+			wantExhausted, wantLines := uint64(1), 1
+			if p1Answers {
+				wantExhausted, wantLines = 0, 0
+			}
+			if st := f.stats(); st.Exhausted != wantExhausted || st.FinalResults != 1 {
+				t.Fatalf("Exhausted %d, FinalResults %d; want %d, 1", st.Exhausted, st.FinalResults, wantExhausted)
+			}
+			if n := len(f.logs.find(retry.MsgExhausted)); n != wantLines {
+				t.Fatalf("%d exhaustion lines, want %d", n, wantLines)
 			}
 			f.drained()
 		})

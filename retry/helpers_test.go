@@ -240,33 +240,61 @@ func finals(gs []got) []got {
 // the scenario's start) do runs — answers delivered, proxies changed —
 // after the polls up to at and before the poll at at+1 ms; want lists the
 // responses the polls in (previous step's at, at] handed out, each as
-// result@time (final) or result+@time (more follow), in order.
+// result@time (final) or result+@time (more follow), in order; sends (with
+// runSchedule) lists the times of the frames sent in that window.
 type step struct {
-	at   time.Duration
-	do   func()
-	want string
+	at    time.Duration
+	do    func()
+	want  string
+	sends string
 }
 
 // runSteps plays steps in order and fails with "step %d: got, want" at the
-// first difference. A step's polls run every 1 ms of fake time.
-func (f *fixture) runSteps(start time.Time, steps []step) {
+// first difference in the responses. A step's polls run every 1 ms of fake
+// time. It leaves the transport's log of sent frames alone, and returns
+// every response, for checks beyond result and time.
+func (f *fixture) runSteps(start time.Time, steps []step) []got {
+	f.t.Helper()
+	return f.play(start, steps, false)
+}
+
+// runSchedule is runSteps that also checks each step's sends (it empties
+// the transport's log as it goes).
+func (f *fixture) runSchedule(start time.Time, steps []step) []got {
+	f.t.Helper()
+	return f.play(start, steps, true)
+}
+
+func (f *fixture) play(start time.Time, steps []step, sends bool) (all []got) {
 	f.t.Helper()
 	for i, s := range steps {
 		var gs []got
+		var at []string
 		for f.clock.Now().Sub(start) < s.at {
 			f.clock.Add(time.Millisecond)
+			now := f.clock.Now().Sub(start)
 			for _, g := range f.poll() {
-				g.at = f.clock.Now().Sub(start)
+				g.at = now
 				gs = append(gs, g)
+			}
+			if sends {
+				for range f.tr.Sent() {
+					at = append(at, now.String())
+				}
 			}
 		}
 		if g := describe(gs); g != s.want {
 			f.t.Fatalf("step %d (at %v): got %q, want %q", i, s.at, g, s.want)
 		}
+		if g := strings.Join(at, " "); sends && g != s.sends {
+			f.t.Fatalf("step %d (at %v): sends at %q, want %q", i, s.at, g, s.sends)
+		}
+		all = append(all, gs...)
 		if s.do != nil {
 			s.do()
 		}
 	}
+	return all
 }
 
 // describe writes responses as runSteps' want strings.

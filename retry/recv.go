@@ -204,7 +204,7 @@ func (p *poller) onMalformed(frame []byte, from ProxyID, err error) {
 }
 
 // NextDeadline returns the earliest pending timer over all zones, so that
-// a caller (or Driver) can sleep until then when no packet is expected.
+// a caller (or a PollSelf client's driver) can sleep until then when no packet is expected.
 func (c *Client) NextDeadline() (time.Time, bool) {
 	var best time.Time
 	found := false

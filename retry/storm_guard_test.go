@@ -169,29 +169,20 @@ func TestR19StormGuard(t *testing.T) {
 // nothing more is sent and it ends at its budget's end — 3000 ms for a
 // simple read, not at the first segment's end.
 func TestR19RefusedReadWaitsForItsBudget(t *testing.T) {
-	f := newFixture(t, hostProxies("a", "b"), seedConf)
-	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: f.tr, Clock: f.clock.Now, Logger: quiet,
-		RetryBudget: budget.Config{Ratio: 0.1, MinRetriesPerSecond: budget.NoFloor}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.c = c
-	_ = c.SetReadRetryTimeout(3000*ms, 6000*ms)
-	if err := c.ApplyRoute(testZone, f.px, seedConf); err != nil {
-		t.Fatal(err)
-	}
+	f := newFixtureWith(t, hostProxies("a", "b"), seedConf, grantNone)
 	start := f.clock.Now()
 	f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k")})
 	f.tr.Sent()
-	gs := f.step(3100*ms, start)
-	if len(gs) != 1 || gs[0].result != retry.ResultReadRetryTimeout || gs[0].at != 3000*ms || gs[0].attempts != 1 {
-		t.Fatalf("want -19219 at 3000 ms after 1 attempt, got %+v", gs)
-	}
-	if n := len(f.tr.Sent()); n != 0 {
-		t.Fatalf("%d re-sends went out after the refusal", n)
+	gs := f.runSchedule(start, []step{
+		{at: 2999 * ms},
+		{at: 3000 * ms, want: "-19219@3s"},
+		{at: 3100 * ms},
+	})
+	if gs[0].attempts != 1 {
+		t.Fatalf("%d attempts, want 1", gs[0].attempts)
 	}
 	if st := f.stats(); st.RetriesRefused != 1 || st.RetriesTimeout != 0 {
-		t.Fatalf("stats %+v", st)
+		t.Fatalf("refused %d, timeout re-sends %d; want 1, 0", st.RetriesRefused, st.RetriesTimeout)
 	}
 	f.drained()
 }

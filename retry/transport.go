@@ -45,7 +45,7 @@ const (
 
 // Waiter is a Transport that can block until a frame arrives. Wait returns
 // when a frame is waiting for Recv (true) or timeout has passed (false). A
-// Driver calls it between polls so that answers are handled when they
+// PollSelf client's driver calls it between polls so that answers are handled when they
 // arrive, not at the next tick. Wait is called from one goroutine at a time
 // but may overlap with Recv on another (a Do caller polling). transport/tcp
 // implements it.

@@ -13,7 +13,7 @@ import (
 // (measured at 500,000 contexts by the engine's BenchmarkInFlight500k): a
 // capacity run compares the heap it measures with
 // frame + user buffer + R15OverheadBytes per context.
-const R15OverheadBytes = 121
+const R15OverheadBytes = 130
 
 // packFrame appends the frame the engine packs for req (the header's
 // numbers are fixed-width, so their values do not change the length).
