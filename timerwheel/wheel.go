@@ -23,7 +23,8 @@
 //     [Wheel.AdvanceOffset], [Wheel.NextDeadlineOffset]) it is an offset:
 //     a time.Duration since the wheel's Start, its tick 0.
 //
-// X(t) is XOffset(t.Sub(w.Start())). The offsets exist for callers that
+// X(t) is XOffset(t.Sub(w.Start())), and NextDeadline is
+// w.Start().Add(NextDeadlineOffset()). The offsets exist for callers that
 // keep their own clock as nanoseconds since an epoch, as the engine does
 // (it makes that epoch the wheel's Start and passes its times straight
 // in, never building a time.Time per read). The suffix At is not used: in

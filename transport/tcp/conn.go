@@ -207,6 +207,7 @@ func (c *proxyConn) readFrames(nc net.Conn) error {
 		if err != nil {
 			return err
 		}
+		fr.fresh = true
 		if !c.deliver(f) {
 			return errStopped
 		}
@@ -217,26 +218,30 @@ func (c *proxyConn) readFrames(nc net.Conn) error {
 // how long a frame may take once its first bytes have arrived. The Reader
 // reads from the stream only when it holds less than the frame it is
 // decoding, so a Read while the Reader buffers bytes is a Read in the
-// middle of a frame: the first such Read arms a deadline FrameTimeout
-// ahead, and the first Read between frames clears it. A proxy that
-// trickles a frame (one byte per 100 ms keeps a per-Read timeout happy)
-// or stops halfway is cut off at the deadline, and a connection that is
-// merely idle between frames never is. Frames that arrive whole in one
-// Read touch no deadline at all.
+// middle of a frame: the first such Read of each frame sets a deadline
+// FrameTimeout ahead (the frame's first bytes came with the Read before),
+// and the first Read between frames clears it. A proxy that trickles a
+// frame (one byte per 100 ms keeps a per-Read timeout happy) or stops
+// halfway is cut off at the deadline; a connection merely idle between
+// frames never is, nor one whose Reads keep ending mid-frame under a
+// steady stream, since each frame has a deadline of its own. Frames that
+// arrive whole in one Read touch no deadline at all; any other costs one
+// SetReadDeadline.
 type frameDeadline struct {
 	nc      net.Conn
 	r       *wire.Reader
 	timeout time.Duration
-	armed   bool
+	armed   bool // a deadline is set
+	fresh   bool // a frame was delivered since it was set: the next one needs its own
 }
 
 func (f *frameDeadline) Read(p []byte) (int, error) {
 	switch mid := f.r.Buffered() > 0; {
-	case mid && !f.armed:
+	case mid && (!f.armed || f.fresh):
 		if err := f.nc.SetReadDeadline(time.Now().Add(f.timeout)); err != nil {
 			return 0, err
 		}
-		f.armed = true
+		f.armed, f.fresh = true, false
 	case !mid && f.armed:
 		if err := f.nc.SetReadDeadline(time.Time{}); err != nil {
 			return 0, err

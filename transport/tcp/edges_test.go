@@ -14,25 +14,25 @@ import (
 	"github.com/readretry/readretry/wire"
 )
 
-// trickleServer accepts connections and, on each, waits for idle, then
-// sends one frame of n bytes: its 4-byte prefix and first byte at once,
-// the rest one byte every gap (gap 0: all at once). It stops when the test
-// ends.
+// trickleServer accepts connections and, on each, waits idle, then
+// writes stream: its first first bytes at once, the rest chunk bytes every
+// gap. It keeps the connection open until the test ends (only the client
+// may end it).
 type trickleServer struct {
-	ln   net.Listener
-	n    int
-	idle time.Duration
-	gap  time.Duration
-	stop chan struct{}
-	wg   sync.WaitGroup
+	ln           net.Listener
+	stream       []byte
+	idle, gap    time.Duration
+	first, chunk int
+	stop         chan struct{}
+	wg           sync.WaitGroup
 }
 
-func newTrickleServer(t *testing.T, n int, idle, gap time.Duration) *trickleServer {
+func newTrickleServer(t *testing.T, s *trickleServer) *trickleServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &trickleServer{ln: ln, n: n, idle: idle, gap: gap, stop: make(chan struct{})}
+	s.ln, s.stop = ln, make(chan struct{})
 	s.wg.Add(1)
 	go s.serve()
 	t.Cleanup(func() {
@@ -41,6 +41,15 @@ func newTrickleServer(t *testing.T, n int, idle, gap time.Duration) *trickleServ
 		s.wg.Wait()
 	})
 	return s
+}
+
+// frames returns n length-prefixed frames of size bytes each.
+func frames(n, size int) []byte {
+	var out []byte
+	for range n {
+		out, _ = wire.AppendStreamFrame(out, make([]byte, size))
+	}
+	return out
 }
 
 func (s *trickleServer) serve() {
@@ -54,25 +63,30 @@ func (s *trickleServer) serve() {
 		go func() {
 			defer s.wg.Done()
 			defer nc.Close()
-			frame, _ := wire.AppendStreamFrame(nil, make([]byte, s.n))
 			if !s.sleep(s.idle) {
 				return
 			}
-			if s.gap == 0 {
-				_, _ = nc.Write(frame)
-			} else {
-				for i := wire.StreamPrefixSize + 1; i <= len(frame); i++ {
-					if _, err := nc.Write(frame[i-1 : i]); err != nil || !s.sleep(s.gap) {
-						return
-					}
+			rest := s.stream
+			n := min(s.first, len(rest))
+			for len(rest) > 0 {
+				if _, err := nc.Write(rest[:n]); err != nil {
+					return
+				}
+				rest = rest[n:]
+				n = min(s.chunk, len(rest))
+				if len(rest) > 0 && !s.sleep(s.gap) {
+					return
 				}
 			}
-			<-s.stop // keep the connection open: only the client may end it
+			<-s.stop
 		}()
 	}
 }
 
 func (s *trickleServer) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
 	select {
 	case <-time.After(d):
 		return true
@@ -88,7 +102,7 @@ func (s *trickleServer) sleep(d time.Duration) bool {
 // unavailable, so first sends go elsewhere. Before, it stayed available
 // with the connection open for as long as the trickle lasted.
 func TestFrameStallDropsConnection(t *testing.T) {
-	s := newTrickleServer(t, 1000, 0, 100*time.Millisecond)
+	s := newTrickleServer(t, &trickleServer{stream: frames(1, 1000), first: wire.StreamPrefixSize + 1, chunk: 1, gap: 100 * time.Millisecond})
 	p := retry.Proxy{Host: "h", Port: 1}
 	tr := newTransport(t, tcp.Config{
 		FrameTimeout: 300 * time.Millisecond,
@@ -116,7 +130,7 @@ func TestFrameStallDropsConnection(t *testing.T) {
 // connection, and its next frame, sent whole, arrives.
 func TestIdleConnectionKept(t *testing.T) {
 	const timeout = 100 * time.Millisecond
-	s := newTrickleServer(t, 64, 3*timeout, 0)
+	s := newTrickleServer(t, &trickleServer{stream: frames(1, 64), idle: 3 * timeout, first: 68})
 	tr := newTransport(t, tcp.Config{
 		FrameTimeout: timeout,
 		Resolve:      func(retry.Proxy) (string, error) { return s.ln.Addr().String(), nil },
@@ -128,6 +142,25 @@ func TestIdleConnectionKept(t *testing.T) {
 	}
 	if st := tr.Stats(); st.Disconnects != 0 || st.Connects != 1 {
 		t.Fatalf("connects %d, disconnects %d: an idle connection was dropped", st.Connects, st.Disconnects)
+	}
+}
+
+// TestSteadyStreamKept: each frame has a deadline of its own. A proxy
+// that streams 300 frames of 10 bytes (14 with the prefix) for about three
+// FrameTimeouts, one write a millisecond, each write ending 2 bytes into
+// the next frame so that no Read ends between frames, keeps its
+// connection, and every frame arrives.
+func TestSteadyStreamKept(t *testing.T) {
+	const timeout, n, size = 100 * time.Millisecond, 300, wire.StreamPrefixSize + 10
+	s := newTrickleServer(t, &trickleServer{stream: frames(n, 10), first: size + 2, chunk: size, gap: time.Millisecond})
+	tr := newTransport(t, tcp.Config{
+		FrameTimeout: timeout,
+		Resolve:      func(retry.Proxy) (string, error) { return s.ln.Addr().String(), nil },
+	}, nil)
+	openDialed(t, tr, 1, retry.Proxy{Host: "h", Port: 1})
+	recvN(t, tr, n, 30*time.Second)
+	if st := tr.Stats(); st.Disconnects != 0 || st.Connects != 1 {
+		t.Fatalf("connects %d, disconnects %d: a steady stream was dropped", st.Connects, st.Disconnects)
 	}
 }
 
