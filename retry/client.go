@@ -54,9 +54,14 @@ const (
 	// WaitTimeout: a request without read retry is open at most 16 wait
 	// timeouts, however many packets its proxy announces.
 	DefaultMaxWaitRounds = 16
-	// MaxZones is the number of zones one Client can serve: the zone's
-	// number travels in the top bits of every sequence number.
+	// MaxZones is the largest Config.MaxZones: the zone's index travels in
+	// the top bits of every sequence number.
 	MaxZones = 1<<(64-counterBits) - 1
+	// DefaultMaxZones is Config.MaxZones's default: 65,536 zones served at
+	// once. An idle zone costs a few KiB (SPEC R15) and every poll visits
+	// each zone's timing wheel, so the bound keeps a client that is told
+	// about zones without end from growing without end (SPEC R22).
+	DefaultMaxZones = 1 << 16
 
 	counterBits = 40
 	counterMask = 1<<counterBits - 1
@@ -126,6 +131,11 @@ type Config struct {
 	// returns ErrTooManyRequests. 0 means DefaultMaxWaiting; at most the
 	// constant MaxWaitingPerZone.
 	MaxWaitingPerZone int
+	// MaxZones bounds the zones the client serves at once (routes applied,
+	// not removed with RemoveZone); beyond it ApplyRoute refuses a new zone
+	// with ErrTooManyZones (SPEC R22). 0 means DefaultMaxZones; at most the
+	// constant MaxZones.
+	MaxZones int
 }
 
 // Request is one request for Send. Which fields count depends on the
@@ -193,10 +203,17 @@ type Client struct {
 	mu        sync.Mutex                // guards the registries below (route updates; rare)
 	zoneByKey *xsync.MapOf[Zone, *zone] // written under mu, read lock-free by Send
 
-	zoneByIdx atomic.Pointer[[]*zone]
-	proxies   atomic.Pointer[[]proxyInfo] // indexed by ProxyID
-	proxyIDs  map[Proxy]ProxyID
-	hostIDs   map[string]uint16
+	// The zones by index (lock-free for the poller), and under mu the free
+	// indices, oldest first, with each index's last sequence counter
+	// (publishZone, RemoveZone; SPEC R22).
+	zones    zoneDir
+	zoneFree []uint64
+	zoneSeq  []uint64
+	nzones   int
+	maxZones int
+
+	proxies atomic.Pointer[[]proxyInfo] // indexed by ProxyID; copied on write
+	reg     proxyRegistry               // which endpoints have which ProxyID (proxies.go)
 
 	// Client-wide counters (SPEC R17): frames that name no zone, frames that
 	// do not parse (ClientStats).
@@ -232,6 +249,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitTotal < 0 || cfg.PollInterval < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 {
 		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitTotal, PollInterval, MaxWaitingPerZone or Shards", ErrInvalidConfig)
 	}
+	if cfg.MaxZones < 0 || cfg.MaxZones > MaxZones {
+		return nil, fmt.Errorf("%w: MaxZones %d outside [0, %d]", ErrInvalidConfig, cfg.MaxZones, MaxZones)
+	}
 	if cfg.WaitTimeout > MaxWaitTimeout || cfg.MaxWaitTotal > 30*MaxWaitTimeout || cfg.MaxWaitingPerZone > MaxWaitingPerZone {
 		return nil, fmt.Errorf("%w: WaitTimeout above %v, MaxWaitTotal above %v or MaxWaitingPerZone above %d",
 			ErrInvalidConfig, MaxWaitTimeout, 30*MaxWaitTimeout, MaxWaitingPerZone)
@@ -256,8 +276,7 @@ func New(cfg Config) (*Client, error) {
 		pollerKind:  cfg.Poller,
 		onResponse:  cfg.OnResponse,
 		closeMu:     xsync.NewRBMutex(),
-		proxyIDs:    make(map[Proxy]ProxyID),
-		hostIDs:     make(map[string]uint16),
+		maxZones:    cfg.MaxZones,
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -296,8 +315,11 @@ func New(cfg Config) (*Client, error) {
 	c.epoch = c.clock()
 	c.maxContexts.Store(DefaultMaxContexts)
 	c.zoneByKey = xsync.NewMapOf[Zone, *zone]()
-	c.zoneByIdx.Store(&[]*zone{})
+	if c.maxZones == 0 {
+		c.maxZones = DefaultMaxZones
+	}
 	c.proxies.Store(&[]proxyInfo{{}}) // ProxyID 0 is never used
+	c.reg.init()
 	c.poll.init(c)
 	return c, nil
 }
@@ -422,7 +444,11 @@ func (c *Client) Close() error {
 	defer c.pollMu.Unlock()
 	c.poll.release = releaseNone
 	var seqs []uint64
-	for _, z := range *c.zoneByIdx.Load() {
+	for i := range c.zones.limit() {
+		z := c.zones.at(i)
+		if z == nil {
+			continue
+		}
 		seqs = seqs[:0]
 		z.table.Range(func(seq uint64, r ctxtable.Ref[ctxMeta]) bool {
 			seqs = append(seqs, seq)

@@ -19,13 +19,16 @@ import (
 // update refused for too many proxy endpoints must leave the client as it
 // was (no new zone), and duplicates in a route count once toward
 // MaxProxies (SPEC §6: bad input gets a clear error and changes nothing).
+// Round 3 (SPEC R22): one update lists at most MaxRouteProxies entries, and
+// the client knows at most MaxProxies endpoints at once across its zones.
 func TestApplyRouteChangesNothingOnError(t *testing.T) {
-	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), Logger: quiet})
+	tr := retrytest.NewTransport()
+	c, err := retry.New(retry.Config{Transport: tr, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	many := make([]retry.Proxy, retry.MaxProxies+1)
+	many := make([]retry.Proxy, retry.MaxRouteProxies+1)
 	for i := range many {
 		many[i] = retry.Proxy{Host: fmt.Sprintf("h%d", i/8), Port: uint16(i % 8)}
 	}
@@ -33,10 +36,10 @@ func TestApplyRouteChangesNothingOnError(t *testing.T) {
 	if err := c.ApplyRoute(zone, many, ""); !errors.Is(err, retry.ErrInvalidConfig) {
 		t.Fatalf("too many proxies: %v", err)
 	}
-	if _, err := c.Stats(zone); !errors.Is(err, retry.ErrUnknownZone) || len(c.Zones()) != 0 {
-		t.Fatalf("the refused update added its zone: %v, zones %v", err, c.Zones())
+	if _, err := c.Stats(zone); !errors.Is(err, retry.ErrUnknownZone) || len(c.Zones()) != 0 || tr.Opened() != 0 {
+		t.Fatalf("the refused update added its zone or opened proxies: %v, zones %v, opened %d", err, c.Zones(), tr.Opened())
 	}
-	same := make([]retry.Proxy, retry.MaxProxies+1)
+	same := make([]retry.Proxy, retry.MaxRouteProxies)
 	for i := range same {
 		same[i] = retry.Proxy{Host: "one", Port: 1}
 	}
@@ -48,6 +51,32 @@ func TestApplyRouteChangesNothingOnError(t *testing.T) {
 	}
 	if _, ok := c.ProxyOf(2); ok {
 		t.Fatal("a duplicate got an id of its own")
+	}
+	// MaxProxies endpoints at once, over many zones: the zone that would
+	// need one more is refused whole.
+	port := 0
+	next := func(n int) []retry.Proxy {
+		ps := make([]retry.Proxy, n)
+		for i := range ps {
+			ps[i] = retry.Proxy{Host: fmt.Sprintf("m%d", port/1000), Port: uint16(port % 1000)}
+			port++
+		}
+		return ps
+	}
+	left := retry.MaxProxies - 1 // "one" holds an ID
+	for zi := uint32(0); left > 0; zi++ {
+		n := min(left, retry.MaxRouteProxies)
+		if err := c.ApplyRoute(retry.Zone{AppID: 10, ZoneID: zi}, next(n), ""); err != nil {
+			t.Fatalf("zone %d: %v", zi, err)
+		}
+		left -= n
+	}
+	extra := retry.Zone{AppID: 11}
+	if err := c.ApplyRoute(extra, next(1), ""); !errors.Is(err, retry.ErrInvalidConfig) {
+		t.Fatalf("endpoint %d: %v", retry.MaxProxies+1, err)
+	}
+	if _, err := c.Stats(extra); !errors.Is(err, retry.ErrUnknownZone) || tr.Proxies() != retry.MaxProxies {
+		t.Fatalf("the refused update changed the client: %v, %d proxies open", err, tr.Proxies())
 	}
 }
 

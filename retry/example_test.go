@@ -52,3 +52,38 @@ func Example() {
 	// schedule: [500ms 1.5s 3s]
 	// t=500ms seq ok=true async=42 user="my context" result=0 attempts=2 value=value-of-alice
 }
+
+// A client that runs for months (SPEC R22): each deploy moves the zone's
+// proxies to new endpoints, and the old ones are released in the transport
+// once their reads have ended; a zone that goes away is removed, and its
+// read still in flight ends with the read retry timeout, as if its budget
+// had run out.
+func ExampleClient_RemoveZone() {
+	tr := retrytest.NewTransport()
+	tr.SetDefaultHandler(retrytest.Serve(retrytest.Data{}, 0))
+	c, _ := retry.New(retry.Config{Transport: tr, Poller: retry.PollHand, Logger: slog.New(slog.DiscardHandler)})
+	defer c.Close()
+	_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second)
+	zone := retry.Zone{AppID: 2, ZoneID: 3}
+	for deploy := range 100 {
+		route := []retry.Proxy{{Host: fmt.Sprintf("10.1.%d.1", deploy), Port: 9000}, {Host: fmt.Sprintf("10.1.%d.2", deploy), Port: 9000}}
+		_ = c.ApplyRoute(zone, route, "conf://ReadRetryMaxCnt=2")
+		_, _ = c.Send(zone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")})
+		c.RecvResponse() // the answer
+		c.RecvResponse() // releases the last deploy's proxies
+	}
+	fmt.Printf("after 100 deploys: %+v, %d proxies open in the transport\n", c.ProxyStats(), tr.Proxies())
+
+	tr.SetDefaultHandler(nil) // new proxies are silent
+	_ = c.ApplyRoute(zone, []retry.Proxy{{Host: "10.2.0.1", Port: 9000}}, "conf://ReadRetryMaxCnt=2")
+	_, _ = c.Send(zone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")})
+	_ = c.RemoveZone(zone)
+	rsp, _ := c.RecvResponse()
+	fmt.Println("read in flight:", rsp.Result(), "zones:", c.Zones())
+	c.RecvResponse()
+	fmt.Printf("after RemoveZone: %+v\n", c.ProxyStats())
+	// Output:
+	// after 100 deploys: {Live:2 Draining:0 Free:2}, 2 proxies open in the transport
+	// read in flight: -19219 zones: []
+	// after RemoveZone: {Live:0 Draining:0 Free:4}
+}

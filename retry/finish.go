@@ -96,6 +96,7 @@ func (p *poller) drop(z *zone, seq uint64) {
 	}
 	// A Do call waiting for a request Close drops is ended by Close itself
 	// (closeWaiters), whatever stage its result was at.
+	f.untry()
 	z.table.Delete(seq)
 }
 

@@ -137,11 +137,13 @@ func (f *flight) hasTried(id ProxyID) bool {
 	return false
 }
 
-// addTried records the proxy of an attempt just sent.
+// addTried records the proxy of an attempt just sent and counts the
+// attempt in flight to it (untry gives it back; SPEC R22, proxies.go).
 func (f *flight) addTried(id ProxyID) {
 	if int(f.m.ntried) < 1+int(f.m.max) {
 		f.scratch().setTried(int(f.m.ntried), id)
 		f.m.ntried++
+		f.c.loadOf(id).Add(1)
 	}
 }
 

@@ -218,7 +218,7 @@ func (p *poller) route() {
 
 // countAbandoned counts a response of an abandoned Do call, dropped.
 func (p *poller) countAbandoned(seq uint64) {
-	if z := p.c.zoneOfSeq(seq); z != nil {
+	if z := p.c.zoneOfSeq(seq); z != nil && z.key == p.rsp.zone { // not a zone that took a removed one's index
 		z.stats.abandonedResponses.Add(1)
 	}
 }

@@ -128,7 +128,12 @@ func (p *poller) forCaller() bool {
 // advance fires every zone's due timers at the poll's time.
 func (p *poller) advance() {
 	p.sinceAdvance = 0
-	for _, z := range *p.c.zoneByIdx.Load() {
+	p.c.reapProxies() // SPEC R22: proxies no route names, once their attempts have ended
+	for i := range p.c.zones.limit() {
+		z := p.c.zones.at(i)
+		if z == nil {
+			continue
+		}
 		p.zone = z
 		z.wheel.AdvanceOffset(time.Duration(p.now), p.fire)
 	}
@@ -203,7 +208,11 @@ func (p *poller) onMalformed(frame []byte, from ProxyID, err error) {
 func (c *Client) NextDeadline() (time.Time, bool) {
 	var best time.Time
 	found := false
-	for _, z := range *c.zoneByIdx.Load() {
+	for i := range c.zones.limit() {
+		z := c.zones.at(i)
+		if z == nil {
+			continue
+		}
 		if t, ok := z.wheel.NextDeadline(); ok && (!found || t.Before(best)) {
 			best, found = t, true
 		}

@@ -1,6 +1,9 @@
 package retry
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Result codes a Response can carry besides the proxy's own. The values are
 // the seed SDK's (TcapErrCode), so an SDK built on this package can pass
@@ -44,6 +47,9 @@ var (
 	ErrBadRequest = errors.New("retry: bad request")
 	// ErrInvalidConfig wraps what is wrong with a Config, a budget or a route.
 	ErrInvalidConfig = errors.New("retry: invalid config")
+	// ErrTooManyZones: ApplyRoute for a new zone when the client serves
+	// Config.MaxZones zones already (SPEC R22). It wraps ErrInvalidConfig.
+	ErrTooManyZones = fmt.Errorf("%w: too many zones", ErrInvalidConfig)
 	// ErrReadRetryTimeout is what Do returns for ResultReadRetryTimeout
 	// (-19219, SPEC R9): read retry ran out of retries and budget.
 	ErrReadRetryTimeout = &Error{Code: ResultReadRetryTimeout, msg: "retry: read retry exhausted (API_ERR_READ_RETRY_TIMEOUT)"}

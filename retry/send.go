@@ -191,6 +191,7 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		if err != nil {
 			// Not reached: the zone's bounds keep the wheel far from full
 			// and every deadline in range (MaxContextsPerZone).
+			f.untry()
 			z.table.Delete(f.seq)
 			f.releaseReservation(m.kind)
 			return 0, ErrTooManyRequests
@@ -204,6 +205,7 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 				z.stats.countSent(wire.Command(m.cmd), m.kind)
 				return f.seq, nil
 			}
+			f.untry()
 			z.table.Delete(f.seq)
 			f.ref, f.m = ctxtable.Ref[ctxMeta]{}, nil
 			skip.add(p)

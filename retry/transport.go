@@ -19,12 +19,29 @@ type Proxy struct {
 func (p Proxy) String() string { return net.JoinHostPort(p.Host, strconv.Itoa(int(p.Port))) }
 
 // ProxyID is the Client's number for one proxy endpoint, the same across
-// zones and route updates for the Client's lifetime. IDs start at 1 and are
-// never reused; a Client knows at most MaxProxies endpoints.
+// zones and route updates while any route names the endpoint or any attempt
+// sent to it is in flight. IDs start at 1. Once no route of any zone names
+// the endpoint and its last attempt has ended, the Client releases it
+// (Transport.Release) and may give its ID to another endpoint later (SPEC
+// R22: a client that runs for months through thousands of redeploys keeps
+// only the proxies it uses). A Client knows at most MaxProxies endpoints at
+// once, those still draining included.
 type ProxyID uint16
 
-// MaxProxies is the number of distinct proxy endpoints one Client can know.
-const MaxProxies = 1<<16 - 1
+// Bounds on proxies (SPEC R22).
+const (
+	// MaxProxies is the number of proxy endpoints one Client can know at
+	// once: named by a route, or no longer named but with attempts in
+	// flight. A route update that would need more is refused whole with
+	// ErrInvalidConfig.
+	MaxProxies = 1<<16 - 1
+	// MaxRouteProxies is the most entries (duplicates included) one route
+	// update may list. A longer list is refused whole with ErrInvalidConfig
+	// before anything is done: each new endpoint costs its transport a
+	// connection and buffers (transport/tcp: two goroutines and a 256 KiB
+	// ring), and a real zone has tens of proxies, not thousands.
+	MaxRouteProxies = 1024
+)
 
 // Waiter is a Transport that can block until a frame arrives. Wait returns
 // when a frame is waiting for Recv (true) or timeout has passed (false). A
@@ -49,13 +66,30 @@ var ErrUnavailable = errors.New("retry: proxy unavailable")
 //
 // Concurrency: Open and Available may be called from any goroutine; Send
 // from many goroutines at once (every caller of Client.Send, and the
-// poller for re-sends); Recv only from the goroutine inside
+// poller for re-sends); Recv and Release only from the goroutine inside
 // Client.RecvResponse, one call at a time.
+//
+// Lifecycle of an ID (SPEC R22): Open(id, p), then any number of Send and
+// Available calls, then Release(id) once no route names p and no attempt
+// sent to it is in flight; after Release the engine may Open the same id
+// for another endpoint.
 type Transport interface {
-	// Open tells the transport about a proxy the first time any zone's route
-	// names it; the transport may connect now or lazily. An error is logged
-	// and the proxy counts as unavailable until Available says otherwise.
+	// Open tells the transport about a proxy when a route names it and the
+	// id is not open; the transport may connect now or lazily but must not
+	// wait on the network (the Client calls it inside ApplyRoute, which never
+	// waits on a dial). An error is logged and the proxy counts as
+	// unavailable until Available says otherwise.
 	Open(id ProxyID, p Proxy) error
+	// Release tells the transport that the engine is done with the proxy:
+	// no route names it and no attempt sent to it is in flight. The
+	// transport closes its connection and frees what it holds for it
+	// (goroutines, buffers) without waiting on the network. It is a fence:
+	// once Release returns, Recv never returns a frame from that proxy under
+	// id (frames received and not yet returned are dropped), and Send and
+	// Available treat id as unknown until the engine opens it again, maybe
+	// for another endpoint. A late answer from the old endpoint can so never
+	// pass for one from the new.
+	Release(id ProxyID)
 	// Send writes one frame to the proxy. frame is only read, and not
 	// retained after Send returns: copy it if it is queued. A non-nil error
 	// means the frame was not sent (ErrUnavailable or the connection's).

@@ -52,27 +52,34 @@ type route struct {
 	hosts []uint16 // hosts[i] is the client-wide host number of ids[i]
 }
 
-// proxyInfo is what the client knows of one proxy endpoint.
-type proxyInfo struct {
-	p    Proxy
-	host uint16 // client-wide host number, for SPEC R13
-}
-
 // ApplyRoute sets a zone's proxies and applies the retry configuration in
 // its CollectUrlList (SPEC R5), adding the zone if it is new. It is what an
 // SDK calls on each route update from the directory server, at any time.
 // The proxy list replaces the zone's (requests in flight keep the proxies
-// they tried); duplicates are ignored. The conf:// element, if any,
-// replaces the zone's configuration and is logged (MsgRecvConf); a list
-// without one leaves it as it was (an old directory server); a new zone
-// without one has read retry off. A malformed element is logged
-// (MsgBadConf) and returned as an error wrapping ErrMalformedConf, after the
-// proxies are applied and with the old configuration kept. Other errors
-// (wrapping ErrInvalidConfig: too many zones or proxies, an empty host) change
-// nothing.
+// they tried, which stay open until those attempts end); duplicates are
+// ignored. A proxy that no zone's route names any more is released in the
+// transport once its attempts in flight have ended, and its ProxyID may go
+// to a later endpoint (SPEC R22). New proxies are opened in the transport,
+// which never waits on a dial: they count as unavailable until connected.
+//
+// The conf:// element, if any, replaces the zone's configuration and is
+// logged (MsgRecvConf); a list without one leaves it as it was (an old
+// directory server); a new zone without one has read retry off. A malformed
+// element is logged (MsgBadConf) and returned as an error wrapping
+// ErrMalformedConf, after the proxies are applied and with the old
+// configuration kept. Other errors change nothing: ErrClosed; ErrTooManyZones
+// for a new zone beyond Config.MaxZones; ErrInvalidConfig for more than
+// MaxRouteProxies entries, an empty host, or more than MaxProxies endpoints
+// in use at once.
+//
+// ApplyRoute waits for Sends under way when the update leaves a proxy
+// unnamed, so it must not be called from inside a Transport's Send.
 func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) error {
 	if c.closed.Load() {
 		return ErrClosed
+	}
+	if len(proxies) > MaxRouteProxies {
+		return fmt.Errorf("%w: a route of %d proxies, more than %d", ErrInvalidConfig, len(proxies), MaxRouteProxies)
 	}
 	unique, err := uniqueProxies(proxies)
 	if err != nil {
@@ -80,24 +87,25 @@ func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) e
 	}
 	parsed := parseConfList(collectURLList)
 
-	var opened []ProxyID
 	c.mu.Lock()
-	defer func() {
-		c.mu.Unlock()
-		c.open(opened) // a dial may take time: not under c.mu
-	}()
-	if fresh := c.freshProxies(unique); len(*c.proxies.Load())-1+fresh > MaxProxies {
-		return fmt.Errorf("%w: more than %d proxy endpoints", ErrInvalidConfig, MaxProxies)
-	}
+	defer c.mu.Unlock()
 	z := c.zoneOf(zone)
-	if z == nil {
-		if z, err = c.addZone(zone); err != nil {
+	fresh := z == nil
+	if fresh {
+		// Made first and published last, so that a refused update adds no zone.
+		if z, err = c.newZone(zone); err != nil {
 			return err
 		}
 	}
-	var rt *route
-	rt, opened = c.register(unique)
+	rt, retired, err := c.routeProxies(z.route.Load(), unique)
+	if err != nil {
+		return err
+	}
 	z.route.Store(rt)
+	if fresh {
+		c.publishZone(z)
+	}
+	c.retire(retired)
 	return c.applyConf(z, parsed)
 }
 
@@ -153,11 +161,11 @@ func (c *Client) Conf(zone Zone) (Conf, bool) {
 	return Conf{}, false
 }
 
-// addZone creates a zone; c.mu is held.
-func (c *Client) addZone(key Zone) (*zone, error) {
-	old := *c.zoneByIdx.Load()
-	if len(old) >= MaxZones {
-		return nil, fmt.Errorf("%w: more than %d zones", ErrInvalidConfig, MaxZones)
+// newZone makes a zone that is not published yet, or ErrTooManyZones;
+// c.mu is held.
+func (c *Client) newZone(key Zone) (*zone, error) {
+	if c.nzones >= c.maxZones {
+		return nil, fmt.Errorf("%w: %d zones", ErrTooManyZones, c.maxZones)
 	}
 	// One owner per limit: the zone's counters decide its caps (SPEC R2,
 	// Config.MaxWaitingPerZone); the table and the wheel have none and grow
@@ -172,7 +180,7 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	z := &zone{key: key, idx: uint64(len(old) + 1), table: table, wheel: wheel}
+	z := &zone{key: key, table: table, wheel: wheel}
 	if c.guard != nil {
 		gc := *c.guard
 		gc.Clock = c.clock
@@ -181,85 +189,127 @@ func (c *Client) addZone(key Zone) (*zone, error) {
 		}
 	}
 	z.route.Store(&route{})
-	idx := append(append(make([]*zone, 0, len(old)+1), old...), z)
-	c.zoneByIdx.Store(&idx)
-	c.zoneByKey.Store(key, z)
 	return z, nil
 }
 
-// freshProxies counts the proxies (without duplicates) the client does not
-// know yet; c.mu is held.
-func (c *Client) freshProxies(unique []Proxy) int {
-	fresh := 0
-	for _, p := range unique {
-		if _, ok := c.proxyIDs[p]; !ok {
-			fresh++
-		}
+// publishZone gives a new zone its index — a freed one first — and makes it
+// visible to Send and the poller; c.mu is held. Amortised O(1) (SPEC R22):
+// the index directory grows a chunk at a time and nothing is copied per
+// zone. A reused index carries on its last zone's sequence counter, so an
+// answer to the removed zone's requests can never name a request of the new
+// one: it is a late answer (Stats.DuplicatesDropped).
+func (c *Client) publishZone(z *zone) {
+	var slot uint64
+	if len(c.zoneFree) > 0 {
+		slot = c.zoneFree[0]
+		c.zoneFree = c.zoneFree[1:]
+		z.seq.Store(c.zoneSeq[slot])
+	} else {
+		slot = uint64(len(c.zoneSeq))
+		c.zoneSeq = append(c.zoneSeq, 0)
 	}
-	return fresh
+	z.idx = slot + 1
+	c.zones.set(slot, z)
+	c.zoneByKey.Store(z.key, z)
+	c.nzones++
 }
 
-// register gives each proxy of unique (no duplicates, within MaxProxies:
-// checked by the caller) its ProxyID and returns the route and the proxies
-// seen for the first time, for open; c.mu is held.
-func (c *Client) register(unique []Proxy) (*route, []ProxyID) {
-	infos := *c.proxies.Load()
-	if fresh := c.freshProxies(unique); fresh > 0 {
-		infos = append(make([]proxyInfo, 0, len(infos)+fresh), infos...)
+// RemoveZone removes a zone and releases what it holds (SPEC R22): its
+// context table, timing wheel, storm guard and counters go with its last
+// request, and its proxies that no other zone's route names are released
+// in the transport once their attempts in flight have ended. Exporters
+// (retry/retryprom) stop listing it: it is no longer in Zones.
+//
+// Its requests in flight end as if their budgets had run out, each with its
+// one final result through the usual path (RecvResponse, the Config.OnResponse
+// callback, or the waiting Do): a read with read retry with what it holds
+// or ResultReadRetryTimeout (counted in its zone's Exhausted and logged as
+// MsgExhausted, rate-limited), a request without a context with
+// ResultWaitRspTimeout. Answers that arrive for them later are dropped and
+// counted (ClientStats.UnknownZoneFrames, or DuplicatesDropped of a zone
+// that took the removed zone's index).
+//
+// Send, Do and Stats for the zone then return ErrUnknownZone, until a route
+// is applied to it again, which adds it afresh. RemoveZone waits for Sends
+// under way and for the poller's current step; it returns ErrUnknownZone
+// for a zone the client does not serve and ErrClosed after Close. Like
+// ApplyRoute, it must not be called from inside a Transport's Send.
+func (c *Client) RemoveZone(zone Zone) error {
+	if c.closed.Load() {
+		return ErrClosed
 	}
-	rt := &route{ids: make([]ProxyID, 0, len(unique)), hosts: make([]uint16, 0, len(unique))}
-	var opened []ProxyID
-	for _, p := range unique {
-		id, ok := c.proxyIDs[p]
-		if !ok {
-			h, ok := c.hostIDs[p.Host]
-			if !ok {
-				h = uint16(len(c.hostIDs))
-				c.hostIDs[p.Host] = h
-			}
-			id = ProxyID(len(infos))
-			infos = append(infos, proxyInfo{p: p, host: h})
-			c.proxyIDs[p] = id
-			opened = append(opened, id)
-		}
-		rt.ids = append(rt.ids, id)
-		rt.hosts = append(rt.hosts, infos[id].host)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	z := c.zoneOf(zone)
+	if z == nil {
+		return ErrUnknownZone
 	}
-	c.proxies.Store(&infos)
-	return rt, opened
+	c.zoneByKey.Delete(zone)
+	c.zones.set(z.idx-1, nil)
+	// A barrier: every Send that found the zone has stored its context or
+	// failed; none can find it from now on. Its requests are ended below.
+	c.sendBarrier()
+	old := z.route.Swap(&route{})
+	c.pollMu.Lock()
+	c.poll.endZone(z)
+	c.pollMu.Unlock()
+
+	c.zoneSeq[z.idx-1] = z.seq.Load()
+	c.zoneFree = append(c.zoneFree, z.idx-1)
+	c.nzones--
+	c.reg.mu.Lock()
+	retired := c.reg.uncount(old)
+	c.reg.mu.Unlock()
+	c.retire(retired)
+	return nil
 }
 
-// open tells the transport about new proxies; until it is done they count
-// as unavailable to proxy choice (Transport.Available).
-func (c *Client) open(ids []ProxyID) {
-	for _, id := range ids {
-		p, _ := c.ProxyOf(id)
-		if err := c.tr.Open(id, p); err != nil {
-			c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgOpenProxyFailed,
-				slog.String("proxy", p.String()), slog.String("error", err.Error()))
+// endZone ends every request of a removed zone that has no final result
+// yet, as if its budget had run out (RemoveZone); pollMu is held. The
+// results are delivered by the next polls, the zone's contexts deleted as
+// they are.
+func (p *poller) endZone(z *zone) {
+	p.now = p.c.now()
+	var seqs []uint64
+	z.table.Range(func(seq uint64, _ ctxtable.Ref[ctxMeta]) bool {
+		seqs = append(seqs, seq)
+		return true
+	})
+	for _, seq := range seqs {
+		f, ok := p.flight(z, seq)
+		if !ok || f.m.done() {
+			continue
+		}
+		if f.m.kind == kindPlain {
+			z.stats.waitTimeouts.Add(1)
+			f.finish(ResultWaitRspTimeout)
+		} else {
+			f.giveUp()
 		}
 	}
 }
 
 // ProxyOf returns the endpoint of a ProxyID the Client handed to its
-// Transport.
+// Transport (the last one, for an ID released and not given out again).
 func (c *Client) ProxyOf(id ProxyID) (Proxy, bool) {
 	infos := *c.proxies.Load()
-	if id == 0 || int(id) >= len(infos) {
+	if id == 0 || int(id) >= len(infos) || infos[id].load == nil {
 		return Proxy{}, false
 	}
 	return infos[id].p, true
 }
 
-// Zones returns the zones routes were applied to, in the order they were
-// added: a new slice, the caller's. It takes no lock (a zone added
-// meanwhile may or may not be listed), so exporters (retry/retryprom) can
-// walk every zone's Stats at scrape time.
+// Zones returns the zones the client serves now (routes applied, not
+// removed), in index order (a zone added after a removal may take the
+// removed one's place): a new slice, the caller's. It takes no lock (a zone
+// added or removed meanwhile may or may not be listed), so exporters
+// (retry/retryprom) can walk every zone's Stats at scrape time.
 func (c *Client) Zones() []Zone {
-	zs := *c.zoneByIdx.Load()
-	out := make([]Zone, len(zs))
-	for i, z := range zs {
-		out[i] = z.key
+	var out []Zone
+	for i := range c.zones.limit() {
+		if z := c.zones.at(i); z != nil {
+			out = append(out, z.key)
+		}
 	}
 	return out
 }
@@ -272,9 +322,56 @@ func (c *Client) zoneOf(key Zone) *zone {
 // zoneOfSeq finds a sequence number's zone from its top bits.
 func (c *Client) zoneOfSeq(seq uint64) *zone {
 	i := seq >> counterBits
-	zs := *c.zoneByIdx.Load()
-	if i == 0 || i > uint64(len(zs)) {
+	if i == 0 {
 		return nil
 	}
-	return zs[i-1]
+	return c.zones.at(i - 1)
+}
+
+// zoneChunkBits sets the size of a chunk of the zone directory: 1,024 zones.
+const zoneChunkBits = 10
+
+// zoneChunk is one chunk of the zone directory; chunks never move.
+type zoneChunk [1 << zoneChunkBits]atomic.Pointer[zone]
+
+// zoneDir maps a zone's index (minus one) to the zone, read without a lock
+// by the poller (an answer's sequence number names its zone's index). It
+// grows a chunk at a time, so adding a zone copies nothing but, once per
+// 1,024 zones, the list of chunks. Written under Client.mu.
+type zoneDir struct {
+	chunks atomic.Pointer[[]*zoneChunk]
+	n      atomic.Uint64 // slots handed out: every index below it has been used
+}
+
+// at returns the zone in slot i, nil if none.
+func (d *zoneDir) at(i uint64) *zone {
+	cs := d.chunks.Load()
+	if cs == nil || i>>zoneChunkBits >= uint64(len(*cs)) {
+		return nil
+	}
+	return (*cs)[i>>zoneChunkBits][i&(1<<zoneChunkBits-1)].Load()
+}
+
+// limit returns the number of slots ever handed out; every zone is in a
+// slot below it.
+func (d *zoneDir) limit() uint64 { return d.n.Load() }
+
+// set puts z (nil: none) in slot i, growing the directory; Client.mu is held.
+func (d *zoneDir) set(i uint64, z *zone) {
+	var cs []*zoneChunk
+	if p := d.chunks.Load(); p != nil {
+		cs = *p
+	}
+	if c := int(i >> zoneChunkBits); c >= len(cs) {
+		grown := append(make([]*zoneChunk, 0, c+1), cs...)
+		for len(grown) <= c {
+			grown = append(grown, new(zoneChunk))
+		}
+		d.chunks.Store(&grown)
+		cs = grown
+	}
+	cs[i>>zoneChunkBits][i&(1<<zoneChunkBits-1)].Store(z)
+	if i >= d.n.Load() {
+		d.n.Store(i + 1)
+	}
 }

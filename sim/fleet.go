@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/readretry/readretry/retry"
 )
@@ -34,9 +35,16 @@ const maxFleet = 1024
 // for transport/tcp; the host labels are what SPEC R13 groups re-sends by.
 type Fleet struct {
 	hosts, ports int
-	proxies      []*Proxy // host-major: index h*ports+j
-	byLabel      map[retry.Proxy]*Proxy
 	data         *Dataset
+	seed         uint64
+
+	// mu guards the proxies: Redeploy replaces them while transports
+	// resolve labels and runs change profiles.
+	mu      sync.RWMutex
+	proxies []*Proxy // host-major: index h*ports+j
+	byLabel map[retry.Proxy]*Proxy
+	gen     int      // redeploys so far
+	prev    []*Proxy // the generation before, still serving its last answers
 }
 
 // Errors of the fleet.
@@ -57,7 +65,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.Data == nil {
 		cfg.Data = NewDataset(cfg.Seed)
 	}
-	f := &Fleet{hosts: cfg.Hosts, ports: cfg.Ports, byLabel: map[retry.Proxy]*Proxy{}, data: cfg.Data}
+	f := &Fleet{hosts: cfg.Hosts, ports: cfg.Ports, byLabel: map[retry.Proxy]*Proxy{}, data: cfg.Data, seed: cfg.Seed}
 	for h := 0; h < cfg.Hosts; h++ {
 		for j := 0; j < cfg.Ports; j++ {
 			label := fleetLabel(h, j)
@@ -78,6 +86,46 @@ func fleetLabel(h, j int) retry.Proxy {
 	return retry.Proxy{Host: "host-" + strconv.Itoa(h+1), Port: uint16(BasePort + j)}
 }
 
+// Redeploy moves every proxy to a new endpoint, as a deploy of the
+// database's proxies does: a new set is started (same profiles, labels on
+// new hosts "host-H-gN" so that every endpoint is one the clients never
+// saw), Labels returns the new set from then on, and the set before the
+// last is stopped. The last set keeps serving until the next Redeploy, so
+// that requests sent to it before the route moved get their answers. It
+// returns the number of redeploys so far.
+func (f *Fleet) Redeploy() (int, error) {
+	f.mu.RLock()
+	old, gen := f.proxies, f.gen+1
+	f.mu.RUnlock()
+	fresh := make([]*Proxy, 0, len(old))
+	for i, op := range old {
+		h, j := i/f.ports, i%f.ports
+		label := retry.Proxy{Host: "host-" + strconv.Itoa(h+1) + "-g" + strconv.Itoa(gen), Port: uint16(BasePort + j)}
+		p, err := StartProxy(label, f.data, op.Profile(), splitmix(f.seed^uint64(gen)<<20^uint64(i+1)))
+		if err != nil {
+			for _, q := range fresh {
+				_ = q.Close()
+			}
+			return f.gen, err
+		}
+		fresh = append(fresh, p)
+	}
+	f.mu.Lock()
+	stop := f.prev
+	f.prev, f.proxies, f.gen = old, fresh, gen
+	for _, p := range fresh {
+		f.byLabel[p.label] = p
+	}
+	for _, p := range stop {
+		delete(f.byLabel, p.label)
+	}
+	f.mu.Unlock()
+	for _, p := range stop {
+		_ = p.Close()
+	}
+	return gen, nil
+}
+
 // Hosts returns the number of hosts; Ports the proxies per host.
 func (f *Fleet) Hosts() int { return f.hosts }
 
@@ -90,6 +138,8 @@ func (f *Fleet) Data() *Dataset { return f.data }
 // Labels returns every proxy's label, host by host: the route a client
 // applies (retry.Client.ApplyRoute). The slice is new.
 func (f *Fleet) Labels() []retry.Proxy {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	out := make([]retry.Proxy, len(f.proxies))
 	for i, p := range f.proxies {
 		out[i] = p.label
@@ -102,12 +152,16 @@ func (f *Fleet) Proxy(h, j int) *Proxy {
 	if h < 0 || h >= f.hosts || j < 0 || j >= f.ports {
 		return nil
 	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return f.proxies[h*f.ports+j]
 }
 
 // Resolve returns the real address of a labelled proxy, for
 // tcp.Config.Resolve; ErrUnknownLabel for a label not in the fleet.
 func (f *Fleet) Resolve(label retry.Proxy) (string, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	if p := f.byLabel[label]; p != nil {
 		return p.addr, nil
 	}
@@ -136,6 +190,8 @@ func (f *Fleet) Set(sel Selector, p Profile) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	for h := 0; h < f.hosts; h++ {
 		for j := 0; j < f.ports; j++ {
 			if (sel.Host == -1 || sel.Host == h) && (sel.Port == -1 || sel.Port == j) {
@@ -150,6 +206,8 @@ func (f *Fleet) Set(sel Selector, p Profile) error {
 
 // Stats returns the sum of every proxy's counters.
 func (f *Fleet) Stats() ProxyStats {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	var s ProxyStats
 	for _, p := range f.proxies {
 		ps := p.Stats()
@@ -169,8 +227,11 @@ func (f *Fleet) Stats() ProxyStats {
 
 // Close closes every proxy and waits for their goroutines.
 func (f *Fleet) Close() error {
-	for _, p := range f.proxies {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range append(f.proxies, f.prev...) {
 		_ = p.Close()
 	}
+	f.proxies, f.prev = nil, nil
 	return nil
 }

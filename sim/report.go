@@ -88,6 +88,9 @@ type Report struct {
 	CPUNsPerRead        float64 `json:"cpu_ns_per_read,omitempty"`        // this process's CPU time / reads: engine, transport, generator and checker
 	ProxiesRemote       bool    `json:"proxies_remote,omitempty"`         // the proxies ran in a child process (else the figures include them)
 
+	// Churn holds a churn scenario's figures (Scenario.Churn); nil otherwise.
+	Churn *ChurnFigures `json:"churn,omitempty"`
+
 	// Violations describes each broken invariant (at most a few examples
 	// per kind); empty when the run is correct.
 	Violations []string `json:"violations"`
@@ -95,6 +98,51 @@ type Report struct {
 	// Latencies are the reads' times to final result, sorted ascending
 	// (for plots; not in JSON).
 	Latencies []time.Duration `json:"-"`
+}
+
+// ChurnFigures are a churn run's counts and its samples at the start and
+// the end (Churn says when and what flat means).
+type ChurnFigures struct {
+	Redeploys    int         `json:"redeploys"`     // times the proxies moved to new endpoints
+	ZonesAdded   int         `json:"zones_added"`   // extra zones added
+	ZonesRemoved int         `json:"zones_removed"` // extra zones removed
+	FleetSize    int         `json:"fleet_size"`    // proxies per deploy
+	Start        ChurnSample `json:"start"`         // at the end of the second period
+	End          ChurnSample `json:"end"`           // at the end of the last period
+}
+
+// ChurnSample is one sample of a churn run.
+type ChurnSample struct {
+	AtS        float64 `json:"at_s"`        // seconds into the run
+	Goroutines int     `json:"goroutines"`  // the process's (every client, the fleet, the checker)
+	HeapMiB    float64 `json:"heap_mib"`    // the process's live heap after a GC, MiB
+	Conns      int     `json:"conns"`       // this client's transport: connections up
+	Proxies    int     `json:"proxies"`     // this client's transport: proxies open (not released)
+	ProxyIDs   int     `json:"proxy_ids"`   // this client's ProxyIDs in use (routed or draining)
+	DialsPerS  float64 `json:"dials_per_s"` // this client's transport: connection attempts per second over the period
+	Zones      int     `json:"zones"`       // zones this client serves
+}
+
+// ChurnLines describes the churn runs' figures, one line per run, for
+// rrsim's output.
+func ChurnLines(reports []Report) []string {
+	var out []string
+	for i := range reports {
+		r := &reports[i]
+		ch := r.Churn
+		if ch == nil {
+			continue
+		}
+		mode := "off"
+		if r.Retry {
+			mode = "on"
+		}
+		s, e := ch.Start, ch.End
+		out = append(out, fmt.Sprintf("churn (retry %s): %d redeploys of %d proxies, %d zones added, %d removed; start (%.0f s) → end (%.0f s): goroutines %d → %d, heap %.1f → %.1f MiB, connections %d → %d, proxies open %d → %d, ProxyIDs %d → %d, dials/s %.1f → %.1f, zones %d → %d",
+			mode, ch.Redeploys, ch.FleetSize, ch.ZonesAdded, ch.ZonesRemoved, s.AtS, e.AtS, s.Goroutines, e.Goroutines, s.HeapMiB, e.HeapMiB,
+			s.Conns, e.Conns, s.Proxies, e.Proxies, s.ProxyIDs, e.ProxyIDs, s.DialsPerS, e.DialsPerS, s.Zones, e.Zones))
+	}
+	return out
 }
 
 // Passed reports whether every invariant held.

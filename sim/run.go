@@ -188,6 +188,9 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 			return nil, fmt.Errorf("%w: event at %v, want 0..1", ErrInvalidConfig, e.At)
 		}
 	}
+	if sc.Churn != nil && opt.Duration < sc.Churn.MinDuration {
+		opt.Duration, opt.Requests = sc.Churn.MinDuration, 0
+	}
 	var mix []Weight
 	redis := opt.Backend == BackendRedis
 	if redis {
@@ -234,6 +237,17 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 		return nil, err
 	}
 	defer fleet.Close()
+	var churnC <-chan time.Time
+	var local *Fleet
+	if sc.Churn != nil {
+		var ok bool
+		if local, ok = fleet.(*Fleet); !ok || sc.Churn.Every <= 0 || sc.Churn.Zones < 0 {
+			return nil, fmt.Errorf("%w: churn %+v needs proxies in this process", ErrInvalidConfig, *sc.Churn)
+		}
+		tk := time.NewTicker(sc.Churn.Every)
+		defer tk.Stop()
+		churnC = tk.C
+	}
 
 	events := sc.Events
 	for len(events) > 0 && events[0].At == 0 && events[0].Client == nil {
@@ -313,6 +327,14 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 					return nil, fmt.Errorf("event at %v of %s: %w", events[0].At, sc.Name, err)
 				}
 				events = events[1:]
+			}
+		case <-churnC:
+			if time.Since(start) < opt.Duration {
+				if err := churnStep(&sc, &opt, local, runs, time.Since(start)); err != nil {
+					cancel()
+					waitRuns(runs)
+					return nil, fmt.Errorf("churn of %s: %w", sc.Name, err)
+				}
 			}
 		case <-progress.C:
 			report(time.Since(start) >= opt.Duration)
@@ -403,6 +425,12 @@ type clientRun struct {
 	r15Bytes int64
 	reads    int64
 	frame    []byte
+
+	// A churn run's figures, its transport's dials at the last sample and
+	// the extra zones it serves now (churnStep, on the run's goroutine).
+	churn      *ChurnFigures
+	churnDials uint64
+	churnZones []retry.Zone
 }
 
 // stallSince returns how much longer than expected it has been since prev.
@@ -471,6 +499,18 @@ type EngineTransport interface {
 	// dial on their own goroutines).
 	WaitDialed(ctx context.Context) error
 	Close() error
+}
+
+// connStats returns the connection counters of either backend's
+// transport (transport/resp carries transport/tcp's inside its own).
+func connStats(tr EngineTransport) tcp.Stats {
+	switch t := tr.(type) {
+	case *tcp.Transport:
+		return t.Stats()
+	case *resp.Transport:
+		return t.Stats().Conn
+	}
+	return tcp.Stats{}
 }
 
 // newTransport makes the backend's transport with the settings every run
@@ -679,6 +719,7 @@ func (r *clientRun) finish(sc *Scenario, opt *Options) Report {
 		rep.BytesPerContext = r.peakBytes / int64(r.peakLen)
 	}
 	rep.MaxStallMs = ms(max(r.sendStall, r.pollStall))
+	rep.Churn = r.churn
 	if sc.Expect != nil {
 		rep.Violations = append(rep.Violations, sc.Expect(sc, &rep)...)
 	}
@@ -686,4 +727,77 @@ func (r *clientRun) finish(sc *Scenario, opt *Options) Report {
 		rep.Violations = []string{} // an empty JSON array, not null
 	}
 	return rep
+}
+
+// churnStep is one period of a churn run (Scenario.Churn, SPEC R22): it
+// samples every client (from the third period on: the first sample is the
+// start, the latest the end), then moves the fleet to new endpoints, applies
+// the new route to every client, removes the extra zones of the last period
+// and adds new ones.
+func churnStep(sc *Scenario, opt *Options, fleet *Fleet, runs []*clientRun, at time.Duration) error {
+	ch := sc.Churn
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	goroutines := runtime.NumGoroutine()
+	for _, r := range runs {
+		if r.churn == nil {
+			r.churn = &ChurnFigures{FleetSize: len(fleet.Labels())}
+		}
+		st := connStats(r.tr)
+		dials := st.Connects + st.DialFailures
+		smp := ChurnSample{
+			AtS: at.Seconds(), Goroutines: goroutines, HeapMiB: float64(ms.HeapAlloc) / (1 << 20),
+			Conns: st.Conns, Proxies: st.Proxies, ProxyIDs: r.c.ProxyStats().Live,
+			DialsPerS: float64(dials-r.churnDials) / ch.Every.Seconds(), Zones: len(r.c.Zones()),
+		}
+		r.churnDials = dials
+		switch {
+		case r.churn.Redeploys < 2:
+		case r.churn.Redeploys == 2:
+			r.churn.Start, r.churn.End = smp, smp
+		default:
+			r.churn.End = smp
+		}
+	}
+	old := fleet.Labels()
+	gen, err := fleet.Redeploy()
+	if err != nil {
+		return err
+	}
+	labels := fleet.Labels()
+	// A rolling deploy: old and new together until the new are dialled
+	// (ApplyRoute never waits on a dial), then the new alone.
+	for _, r := range runs {
+		if err := r.c.ApplyRoute(simZone, append(labels[:len(labels):len(labels)], old...), ConfList(opt.MaxRetries)); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	for _, r := range runs {
+		_ = r.tr.WaitDialed(ctx) // a slow dial only leaves the new proxies unavailable a while
+	}
+	cancel()
+	for _, r := range runs {
+		if err := r.c.ApplyRoute(simZone, labels, ConfList(opt.MaxRetries)); err != nil {
+			return err
+		}
+		for _, z := range r.churnZones {
+			if err := r.c.RemoveZone(z); err != nil {
+				return err
+			}
+			r.churn.ZonesRemoved++
+		}
+		r.churnZones = r.churnZones[:0]
+		for i := range ch.Zones {
+			z := retry.Zone{AppID: simZone.AppID + 1, ZoneID: uint32(gen*ch.Zones + i)}
+			if err := r.c.ApplyRoute(z, labels, ConfList(opt.MaxRetries)); err != nil {
+				return err
+			}
+			r.churnZones = append(r.churnZones, z)
+			r.churn.ZonesAdded++
+		}
+		r.churn.Redeploys = gen
+	}
+	return nil
 }

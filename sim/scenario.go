@@ -31,12 +31,43 @@ type Scenario struct {
 	// Expect returns the scenario's own broken expectations for a report
 	// (beyond the invariants every run checks); nil means none.
 	Expect func(sc *Scenario, r *Report) []string
+	// Churn, if set, redeploys the proxies and adds and removes zones while
+	// the run's reads go on, and reports whether the process stays flat
+	// (SPEC R22).
+	Churn *Churn
 	// Load, if set, makes the scenario a capacity run: it sets the offered
 	// load, the answer delay and the budgets in place of Options', runs
 	// read retry on only, and reports memory, GC pauses and CPU per read
 	// (Report's capacity figures).
 	Load *Load
 }
+
+// Churn is what a churn scenario changes every Every while reads go on
+// (SPEC R22: a client that runs for months through redeploys and zones
+// that come and go keeps only what it uses). Each period the fleet's
+// proxies move to new endpoints (Fleet.Redeploy) and every client applies
+// the new route to the run's zone; Zones extra zones (a route of the
+// fleet's current proxies, no traffic) are added, and the previous
+// period's extra zones removed. The run lasts at least MinDuration.
+//
+// The report's ChurnFigures sample each client at the end of the second
+// period (start) and of the last (end): the process's goroutines and live
+// heap (after a GC), the transport's open connections and proxies, the
+// client's ProxyIDs in use, and dials per second over the period. Flat
+// means, end against start: goroutines within +10% + 10, heap within
+// ×1.5 + 16 MiB, connections and proxies at most two fleets' worth (the
+// route's and the last one's, draining), dials per second within ×1.5 + one
+// fleet per period — see expectChurn. Before SPEC R22 every figure grew
+// with the redeploys.
+type Churn struct {
+	Every       time.Duration // period of the redeploys and zone changes
+	Zones       int           // extra zones added (and removed a period later) each period
+	MinDuration time.Duration // the run's least duration
+}
+
+// ChurnLoad is the churn scenario's: a redeploy and 50 zones added and 50
+// removed every second, for at least 30 s.
+var ChurnLoad = Churn{Every: time.Second, Zones: 50, MinDuration: 30 * time.Second}
 
 // Load is a capacity scenario's offered load: Rate reads per second for
 // Duration against proxies that all answer after exactly Latency, so that
@@ -166,6 +197,13 @@ func Scenarios() []Scenario {
 			Name:  "duplicates",
 			About: "5% of packets are sent twice: each record still reaches the caller once",
 			Base:  with(healthy, func(p *Profile) { p.Dup = 0.05; p.PacketRecords = 4 }),
+		},
+		{
+			Name:   "churn",
+			About:  "the proxies move to new endpoints every second and 50 zones come and go, under reads, for at least 30 s: goroutines, heap, connections and dials stay flat",
+			Base:   healthy,
+			Churn:  &ChurnLoad,
+			Expect: expectChurn,
 		},
 		{
 			Name:   "capacity",
@@ -310,6 +348,33 @@ func expectCapacity(_ *Scenario, r *Report) []string {
 		return []string{fmt.Sprintf("capacity: %d of %d reads answered right", r.ReadsOK, r.Reads)}
 	}
 	return nil
+}
+
+// expectChurn: the process stays flat under churn (see Churn for the
+// tolerances); every invariant (each request's one final result, each
+// record once and right) is the Checker's, as in every run.
+func expectChurn(sc *Scenario, r *Report) []string {
+	ch := r.Churn
+	if ch == nil || ch.Redeploys < 3 {
+		return []string{"churn: fewer than 3 redeploys, nothing to compare"}
+	}
+	var out []string
+	st, end := ch.Start, ch.End
+	fleet := ch.FleetSize
+	perPeriod := float64(fleet) / sc.Churn.Every.Seconds()
+	if lim := st.Goroutines + st.Goroutines/10 + 10; end.Goroutines > lim {
+		out = append(out, fmt.Sprintf("churn: goroutines %d at the start, %d at the end (limit %d)", st.Goroutines, end.Goroutines, lim))
+	}
+	if lim := st.HeapMiB*1.5 + 16; end.HeapMiB > lim {
+		out = append(out, fmt.Sprintf("churn: heap %.1f MiB at the start, %.1f at the end (limit %.1f)", st.HeapMiB, end.HeapMiB, lim))
+	}
+	if end.Conns > 2*fleet || end.Proxies > 2*fleet || end.ProxyIDs > 2*fleet {
+		out = append(out, fmt.Sprintf("churn: at the end %d connections, %d proxies open, %d ProxyIDs in use (limit %d each)", end.Conns, end.Proxies, end.ProxyIDs, 2*fleet))
+	}
+	if lim := st.DialsPerS*1.5 + perPeriod; end.DialsPerS > lim {
+		out = append(out, fmt.Sprintf("churn: %.1f dials/s at the start, %.1f at the end (limit %.1f)", st.DialsPerS, end.DialsPerS, lim))
+	}
+	return out
 }
 
 // expectCap: the cap bounds the contexts, and reads over it are still

@@ -311,3 +311,60 @@ func FuzzParseScenarios(f *testing.F) {
 		}
 	})
 }
+
+// TestChurnShort: a churn run shrunk for go test (a redeploy and 5 zones
+// every 200 ms for 1.6 s; rrsim's runs 30 s): every invariant holds, the
+// report carries the churn figures, and the process stays flat by
+// expectChurn's tolerances (SPEC R22). The minutes-long run is rrsim's.
+func TestChurnShort(t *testing.T) {
+	sc, err := LookupScenario("churn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Churn = &Churn{Every: 200 * time.Millisecond, Zones: 5, MinDuration: 1600 * time.Millisecond}
+	on, off := runScenario(t, sc, testOptions())
+	for _, r := range []*Report{on, off} {
+		ch := r.Churn
+		if ch == nil || ch.Redeploys < 5 || ch.ZonesAdded != 5*ch.Redeploys || ch.ZonesRemoved != ch.ZonesAdded-5 {
+			t.Fatalf("retry=%v: churn figures %+v", r.Retry, ch)
+		}
+		if ch.End.Proxies > 2*ch.FleetSize || ch.End.Zones != 6 {
+			t.Errorf("retry=%v: at the end %+v", r.Retry, ch.End)
+		}
+		t.Logf("retry=%v: %s", r.Retry, ChurnLines([]Report{*r})[0])
+	}
+	if slices.Contains(DefaultScenarios, "churn") || !slices.Contains(scenarioNames(Scenarios()), "churn") {
+		t.Errorf("churn: default %v, all %v", DefaultScenarios, scenarioNames(Scenarios()))
+	}
+}
+
+// TestRedeploy: Fleet.Redeploy moves every proxy to a new label; the last
+// generation still resolves (its in-flight answers), the one before is
+// stopped.
+func TestRedeploy(t *testing.T) {
+	f, err := StartFleet(FleetConfig{Hosts: 2, Ports: 1, Profile: healthy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	g0 := f.Labels()
+	if _, err := f.Redeploy(); err != nil {
+		t.Fatal(err)
+	}
+	g1 := f.Labels()
+	if slices.Equal(g0, g1) || len(g1) != 2 {
+		t.Fatalf("step 1: labels %v after %v", g1, g0)
+	}
+	if _, err := f.Resolve(g0[0]); err != nil {
+		t.Fatalf("step 1: the last generation no longer resolves: %v", err)
+	}
+	if n, err := f.Redeploy(); err != nil || n != 2 {
+		t.Fatalf("step 2: %d %v", n, err)
+	}
+	if _, err := f.Resolve(g0[0]); err == nil {
+		t.Fatal("step 2: the generation before the last still resolves")
+	}
+	if _, err := f.Resolve(g1[1]); err != nil {
+		t.Fatalf("step 2: %v", err)
+	}
+}

@@ -221,6 +221,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, n := range sim.Notes(reports) {
 			fmt.Fprintln(stdout, n)
 		}
+		for _, l := range sim.ChurnLines(reports) {
+			fmt.Fprintln(stdout, l)
+		}
 	}
 	if cfg.plot != "" {
 		if err := writePlot(cfg.plot, reports); err != nil {

@@ -25,7 +25,8 @@ type Config struct {
 	Client *retry.Client
 	// Zones returns the zones of Client to export, called once per scrape
 	// (possibly from several scrapes at once); nil means Client.Zones,
-	// every zone a route was applied to. The collector reads the slice
+	// every zone the client serves (a zone removed with RemoveZone is no
+	// longer exported, SPEC R22). The collector reads the slice
 	// during the call and keeps none of it. Zones the client does not know
 	// are skipped, and a zone listed twice is exported once.
 	Zones func() []retry.Zone

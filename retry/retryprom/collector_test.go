@@ -671,6 +671,42 @@ func TestDefaultZones(t *testing.T) {
 	if len(zones) != 2 || !zones["1/1"] || !zones["2/7"] {
 		t.Fatalf("zones exported: %v, want 1/1 and 2/7", zones)
 	}
+	// A removed zone's series go with it (SPEC R22): a client that sees
+	// zones come and go does not grow its scrape without end.
+	if err := c.RemoveZone(retry.Zone{AppID: 1, ZoneID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if zones := exportedZones(t, reg); len(zones) != 1 || !zones["2/7"] {
+		t.Fatalf("zones exported after removing 1/1: %v, want 2/7", zones)
+	}
+}
+
+// exportedZones returns the app/zone pairs of readretry_contexts' series.
+func exportedZones(t *testing.T, reg *prometheus.Registry) map[string]bool {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "readretry_contexts" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var app, zone string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "app_id":
+					app = l.GetValue()
+				case "zone_id":
+					zone = l.GetValue()
+				}
+			}
+			zones[app+"/"+zone] = true
+		}
+	}
+	return zones
 }
 
 // TestHelpIsPlain checks that no HELP text carries a requirement ID: an

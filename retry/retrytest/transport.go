@@ -28,7 +28,8 @@ var ErrUnknownProxy = errors.New("retrytest: unknown proxy")
 // is a silent proxy. Handlers run one at a time (so a handler needs no lock
 // of its own) but without the transport's state lock: a handler may call
 // SetAvailable, SetRefusing, SetHandler, Deliver and the like — "the proxy
-// dies after taking this request" — but not Send or Replay.
+// dies after taking this request" — but not Send or Replay, nor the
+// client's ApplyRoute or RemoveZone (they wait for Sends under way).
 type Handler func(req wire.Request, r *Replier)
 
 // Sent is one frame the client sent, recorded when logging is on.
@@ -54,11 +55,13 @@ type proxyState struct {
 	available bool
 	refuse    bool // Send fails even though Available says true
 	handler   Handler
+	own       bool // handler set by SetHandler, not the default
 	sends     int
 }
 
 type inboxEntry struct {
 	from retry.ProxyID
+	st   *proxyState // the proxy that sent it, nil for Deliver from an unknown one
 	buf  []byte
 }
 
@@ -69,7 +72,10 @@ type Transport struct {
 	mu      sync.Mutex // guards everything else
 	proxies map[retry.ProxyID]*proxyState
 	byAddr  map[retry.Proxy]retry.ProxyID
-	early   map[retry.Proxy]Handler // set before the client opened the proxy
+	early   map[retry.Proxy]Handler // set before the client opened the proxy, or kept from a released one
+	deflt   Handler                 // for proxies without a handler of their own
+	opened  int                     // Open calls that registered a proxy
+	dropped int                     // answers of released proxies dropped by Recv
 	inbox   []inboxEntry            // ring
 	head    int
 	size    int
@@ -97,12 +103,38 @@ func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.proxies[id]; !ok {
-		st := &proxyState{p: p, available: true, handler: t.early[p]}
+		h, own := t.early[p]
+		if !own {
+			h = t.deflt
+		}
+		st := &proxyState{p: p, available: true, handler: h, own: own}
 		delete(t.early, p)
 		t.proxies[id] = st
 		t.byAddr[p] = id
+		t.opened++
 	}
 	return nil
+}
+
+// Release forgets a proxy (retry.Transport): Send and Available treat its
+// ID as unknown, and answers it queued that Recv has not returned yet are
+// dropped (counted by Dropped), so that a later proxy opened under the same
+// ID never receives them. A handler set with SetHandler is kept for the
+// address, for a later Open of it under any ID.
+func (t *Transport) Release(id retry.ProxyID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, ok := t.proxies[id]
+	if !ok {
+		return
+	}
+	delete(t.proxies, id)
+	if t.byAddr[st.p] == id {
+		delete(t.byAddr, st.p)
+	}
+	if st.own {
+		t.early[st.p] = st.handler
+	}
 }
 
 // Send hands the frame to the proxy's handler (retry.Transport). It fails
@@ -152,15 +184,21 @@ func (t *Transport) Recv() ([]byte, retry.ProxyID, bool) {
 		t.spare = append(t.spare, t.last[:0])
 		t.last = nil
 	}
-	if t.size == 0 {
-		return nil, 0, false
+	for t.size > 0 {
+		e := t.inbox[t.head]
+		t.inbox[t.head] = inboxEntry{}
+		t.head = (t.head + 1) % len(t.inbox)
+		t.size--
+		if e.st != nil && t.proxies[e.from] != e.st {
+			// Sent by a proxy released since: the fence of Release.
+			t.dropped++
+			t.spare = append(t.spare, e.buf[:0])
+			continue
+		}
+		t.last = e.buf
+		return e.buf, e.from, true
 	}
-	e := t.inbox[t.head]
-	t.inbox[t.head] = inboxEntry{}
-	t.head = (t.head + 1) % len(t.inbox)
-	t.size--
-	t.last = e.buf
-	return e.buf, e.from, true
+	return nil, 0, false
 }
 
 // Available reports the proxy's availability (retry.Transport).
@@ -197,10 +235,40 @@ func (t *Transport) SetHandler(p retry.Proxy, h Handler) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if id, found := t.byAddr[p]; found {
-		t.proxies[id].handler = h
+		t.proxies[id].handler, t.proxies[id].own = h, true
 		return
 	}
 	t.early[p] = h
+}
+
+// SetDefaultHandler sets the handler of every proxy opened from now on
+// that has none of its own (SetHandler): a test whose routes keep moving
+// to new addresses serves them all this way.
+func (t *Transport) SetDefaultHandler(h Handler) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deflt = h
+}
+
+// Proxies returns how many proxies are open now (opened and not released).
+func (t *Transport) Proxies() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.proxies)
+}
+
+// Opened returns how many times a proxy was opened since NewTransport.
+func (t *Transport) Opened() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.opened
+}
+
+// Dropped returns how many queued answers of released proxies Recv dropped.
+func (t *Transport) Dropped() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dropped
 }
 
 // Sends returns how many frames were sent to a proxy.
@@ -240,6 +308,15 @@ func (t *Transport) Deliver(from retry.Proxy, frame []byte) {
 	t.enqueue(t.byAddr[from], frame)
 }
 
+// DeliverFrom is Deliver naming the sender by its ID, as the transport
+// would for a frame that proxy sent: a proxy released since (Release) never
+// has it returned by Recv.
+func (t *Transport) DeliverFrom(id retry.ProxyID, frame []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.enqueue(id, frame)
+}
+
 // Replay runs h on a recorded request as if the proxy it was sent to had
 // that handler: a test answers late, or with another model, this way.
 func (t *Transport) Replay(s Sent, h Handler) {
@@ -271,7 +348,7 @@ func (t *Transport) enqueue(from retry.ProxyID, frame []byte) {
 		buf = t.spare[n-1]
 		t.spare = t.spare[:n-1]
 	}
-	t.inbox[(t.head+t.size)%len(t.inbox)] = inboxEntry{from: from, buf: append(buf[:0], frame...)}
+	t.inbox[(t.head+t.size)%len(t.inbox)] = inboxEntry{from: from, st: t.proxies[from], buf: append(buf[:0], frame...)}
 	t.size++
 }
 

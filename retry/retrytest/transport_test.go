@@ -166,3 +166,43 @@ func TestHandlerChangesTransport(t *testing.T) {
 		t.Fatal("handler's changes lost")
 	}
 }
+
+// TestRelease: Release forgets a proxy (Send fails, Available is false),
+// drops its answers still queued — a proxy opened next under the same ID
+// never delivers them (the fence of retry.Transport.Release) — and keeps a
+// handler set with SetHandler for the address's next Open.
+func TestRelease(t *testing.T) {
+	tr := retrytest.NewTransport()
+	a, b := retry.Proxy{Host: "a", Port: 1}, retry.Proxy{Host: "b", Port: 1}
+	tr.SetHandler(a, retrytest.Serve(retrytest.Data{}, 0))
+	tr.SetDefaultHandler(retrytest.Fail(-1))
+	if err := tr.Open(1, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Send(1, frame(t, wire.CmdGet, 5)); err != nil {
+		t.Fatal(err)
+	}
+	tr.Release(1)
+	if tr.Available(1) || !errors.Is(tr.Send(1, frame(t, wire.CmdGet, 6)), retrytest.ErrUnknownProxy) || tr.Proxies() != 0 {
+		t.Fatal("a released proxy is still usable")
+	}
+	if err := tr.Open(1, b); err != nil { // b has the default handler
+		t.Fatal(err)
+	}
+	if err := tr.Send(1, frame(t, wire.CmdGet, 7)); err != nil {
+		t.Fatal(err)
+	}
+	rs := recvAll(tr)
+	if len(rs) != 1 || rs[0].Seq() != 7 || rs[0].Result() != -1 || tr.Dropped() != 1 {
+		t.Fatalf("after the release: %d answers (want b's only), %d dropped", len(rs), tr.Dropped())
+	}
+	if err := tr.Open(2, a); err != nil { // a comes back under another ID, with its handler
+		t.Fatal(err)
+	}
+	if err := tr.Send(2, frame(t, wire.CmdGet, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if rs := recvAll(tr); len(rs) != 1 || rs[0].Result() != 0 || tr.Opened() != 3 {
+		t.Fatalf("a reopened: %d answers, opened %d", len(rs), tr.Opened())
+	}
+}

@@ -244,6 +244,13 @@ func (t *Transport) Send(id retry.ProxyID, frame []byte) error {
 	return t.tcp.Send(id, frame)
 }
 
+// Release closes the replica's connection and forgets the replica
+// (retry.Transport): once it returns, no reply read on that connection
+// reaches Recv, so the engine may give id to another replica; the
+// commands still pending on the connection go with it. It does not wait
+// on the network; see tcp.Transport.Release (SPEC R22).
+func (t *Transport) Release(id retry.ProxyID) { t.tcp.Release(id) }
+
 // Recv returns one response frame made from a replica's reply
 // (retry.Transport), valid until the next Recv; see tcp.Transport.Recv.
 func (t *Transport) Recv() (frame []byte, from retry.ProxyID, ok bool) { return t.tcp.Recv() }

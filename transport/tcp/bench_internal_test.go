@@ -161,7 +161,7 @@ func BenchmarkRecv(b *testing.B) {
 			conns := make([]*proxyConn, n)
 			cs := make([]*proxyConn, n+1) // ProxyID 0 is never used
 			for i := range conns {
-				conns[i] = &proxyConn{t: t, id: retry.ProxyID(i + 1), ring: newRing(t.cfg.RecvBuffer), kick: make(chan struct{}, 1)}
+				conns[i] = t.newConn(retry.ProxyID(i+1), retry.Proxy{})
 				cs[i+1] = conns[i]
 			}
 			t.conns.Store(&cs)

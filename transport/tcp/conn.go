@@ -26,12 +26,17 @@ type proxyConn struct {
 	up    atomic.Bool // a connection is attached
 	full  atomic.Bool // the write buffer reached MaxPending
 	ready atomic.Bool // on Recv's list of proxies with frames (see Transport.Recv)
+	gone  atomic.Bool // released: Recv drops its frames (Transport.Release)
+
+	ctx    context.Context // cancelled by shut: ends a dial under way
+	cancel context.CancelFunc
+	stop   chan struct{} // closed by shut: the reader and the writer return
 
 	wmu     sync.Mutex
 	nc      net.Conn // the current connection; nil while down or after shut
 	wbuf    []byte   // frames queued by Send, each with its length prefix
 	wframes int      // frames in wbuf
-	shutOff bool     // Close was called
+	shutOff bool     // Close or Release was called
 
 	kick   chan struct{} // capacity 1: the writer has work
 	dialed chan struct{} // closed when the first connection attempt has ended (or the reader has)
@@ -44,7 +49,7 @@ func (c *proxyConn) dial() (net.Conn, error) {
 		c.t.stats.dialFails.Add(1)
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(c.t.ctx, c.t.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, c.t.cfg.DialTimeout)
 	defer cancel()
 	nc, err := c.t.cfg.Dial(ctx, "tcp", addr)
 	if err != nil {
@@ -87,14 +92,30 @@ func (c *proxyConn) detach(nc net.Conn) {
 	_ = nc.Close()
 }
 
-// shut closes the connection for Close; the goroutines see t.stop.
+// shut closes the connection for Close or Release, ends a dial under way,
+// and tells the reader and the writer to return (c.stop). Once is enough.
 func (c *proxyConn) shut() {
 	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.shutOff {
+		return
+	}
 	c.shutOff = true
+	c.cancel()
+	close(c.stop)
 	if c.nc != nil {
 		_ = c.nc.Close()
 	}
-	c.wmu.Unlock()
+}
+
+// stopped reports whether shut was called.
+func (c *proxyConn) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // readLoop is the proxy's reader goroutine: it makes the proxy's first
@@ -127,6 +148,9 @@ func (c *proxyConn) readLoop() {
 			close(c.dialed)
 		}
 		if err != nil {
+			if c.stopped() {
+				return
+			}
 			if !t.closed.Load() {
 				t.log.LogAttrs(context.Background(), slog.LevelDebug, MsgDialFailed,
 					slog.String("proxy", c.proxy.String()), slog.String("error", err.Error()))
@@ -142,7 +166,7 @@ func (c *proxyConn) readLoop() {
 		since := time.Now()
 		err = c.readFrames(nc)
 		c.detach(nc)
-		if t.closed.Load() {
+		if c.stopped() {
 			return
 		}
 		if time.Since(since) >= t.cfg.StableAfter {
@@ -154,17 +178,17 @@ func (c *proxyConn) readLoop() {
 	}
 }
 
-// sleep waits d or until Close; false means Close.
+// sleep waits d or until Close or Release; false means one of them.
 func (c *proxyConn) sleep(d time.Duration) bool {
 	if d <= 0 {
-		return !c.t.closed.Load()
+		return !c.stopped()
 	}
 	tm := time.NewTimer(d)
 	defer tm.Stop()
 	select {
 	case <-tm.C:
 		return true
-	case <-c.t.stop:
+	case <-c.stop:
 		return false
 	}
 }
@@ -228,10 +252,11 @@ func (f *frameDeadline) Read(p []byte) (int, error) {
 }
 
 // deliver copies a received frame into the ring for Recv; false if the
-// transport closed while the ring was full. Reader only.
+// transport closed or the proxy was released while the ring was full.
+// Reader only.
 func (c *proxyConn) deliver(f []byte) bool {
 	t := c.t
-	if !c.ring.push(f, t.stop) {
+	if !c.ring.push(f, c.stop) {
 		return false
 	}
 	t.ready(c)
@@ -294,7 +319,7 @@ func (c *proxyConn) writeLoop() {
 	for {
 		select {
 		case <-c.kick:
-		case <-t.stop:
+		case <-c.stop:
 			return
 		}
 		for {

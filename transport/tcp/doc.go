@@ -6,9 +6,13 @@
 //
 // # Shape
 //
-// Open starts two goroutines for a proxy, which live until Close whatever
-// happens to the connection, and returns: it never waits on the network,
-// so a route update never waits on a dial (SPEC R22).
+// Open starts two goroutines for a proxy, which live until Release (the
+// engine is done with the proxy: no route names it and no attempt to it is
+// in flight) or Close, whatever happens to the connection meanwhile, and
+// returns: it never waits on the network, so a route update never waits on
+// a dial (SPEC R22). Release stops them, closes the connection and frees
+// the proxy's ring, and drops what it received that Recv has not returned,
+// so the engine can give the proxy's id to a new endpoint (SPEC R22).
 //
 //   - The reader dials (Config.Dial, after Config.Resolve has mapped the
 //     logical retry.Proxy to an address), at once for the first attempt;

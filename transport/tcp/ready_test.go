@@ -22,7 +22,7 @@ func TestReadyListNoFrameStranded(t *testing.T) {
 	defer tr.Close()
 	cs := make([]*proxyConn, proxies+1)
 	for i := 1; i <= proxies; i++ {
-		cs[i] = &proxyConn{t: tr, id: retry.ProxyID(i), ring: newRing(tr.cfg.RecvBuffer), kick: make(chan struct{}, 1)}
+		cs[i] = tr.newConn(retry.ProxyID(i), retry.Proxy{})
 	}
 	tr.conns.Store(&cs)
 	var wg sync.WaitGroup

@@ -128,13 +128,18 @@ type Stats struct {
 	SendQueueFull         uint64 // Send calls refused with ErrWriteQueueFull
 	FramesLost            uint64 // frames queued but unwritten when their connection broke
 	RingWaits             uint64 // times a reader waited for room in its receive ring
+	Released              uint64 // proxies released (Release)
+	FramesDropped         uint64 // frames of released proxies dropped before Recv returned them
+	Proxies               int    // proxies open now: opened and not released
+	Conns                 int    // connections up now
 }
 
 type counters struct {
-	framesSent, bytesSent, writes     atomic.Uint64
-	framesRecv, bytesRecv             atomic.Uint64
-	connects, disconnects, dialFails  atomic.Uint64
-	sendUnavail, sendFull, framesLost atomic.Uint64
+	framesSent, bytesSent, writes      atomic.Uint64
+	framesRecv, bytesRecv              atomic.Uint64
+	connects, disconnects, dialFails   atomic.Uint64
+	sendUnavail, sendFull, framesLost  atomic.Uint64
+	released, framesDropped, ringWaits atomic.Uint64 // ringWaits: of released proxies
 }
 
 // Transport is a retry.Transport over TCP. Make it with New and end it with
@@ -251,7 +256,7 @@ func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
 		}
 		return nil
 	}
-	c := &proxyConn{t: t, id: id, proxy: p, ring: newRing(t.cfg.RecvBuffer), kick: make(chan struct{}, 1), dialed: make(chan struct{})}
+	c := t.newConn(id, p)
 	old := *t.conns.Load()
 	cs := make([]*proxyConn, max(len(old), int(id)+1))
 	copy(cs, old)
@@ -262,6 +267,45 @@ func (t *Transport) Open(id retry.ProxyID, p retry.Proxy) error {
 	go c.writeLoop()
 	t.mu.Unlock()
 	return nil
+}
+
+// newConn makes a proxy's state; its goroutines are not started.
+func (t *Transport) newConn(id retry.ProxyID, p retry.Proxy) *proxyConn {
+	c := &proxyConn{t: t, id: id, proxy: p, ring: newRing(t.cfg.RecvBuffer), kick: make(chan struct{}, 1),
+		dialed: make(chan struct{}), stop: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(t.ctx)
+	return c
+}
+
+// Release forgets a proxy (retry.Transport; SPEC R22): its connection is
+// closed, a dial under way is cancelled, its reader and writer goroutines
+// return (without Release waiting for them; Close does), and its receive
+// ring and write buffer go with them. Frames it received that Recv has not
+// returned are dropped (Stats.FramesDropped), so a proxy opened later under
+// the same id never passes for this one. Send and Available then treat id
+// as unknown until it is opened again. Releasing an unknown id does nothing.
+func (t *Transport) Release(id retry.ProxyID) {
+	t.mu.Lock()
+	c := t.conn(id)
+	if c == nil {
+		t.mu.Unlock()
+		return
+	}
+	old := *t.conns.Load()
+	cs := make([]*proxyConn, len(old))
+	copy(cs, old)
+	cs[id] = nil
+	t.conns.Store(&cs)
+	t.mu.Unlock()
+	c.gone.Store(true)
+	c.shut()
+	t.stats.released.Add(1)
+	t.stats.ringWaits.Add(c.ring.waits.Load())
+	// Frames it left in its ring are drained by Recv (the ring's consumer):
+	// list the proxy so that Recv visits it even if its ring was idle.
+	if !c.ring.empty() {
+		t.ready(c)
+	}
 }
 
 // WaitDialed blocks until the first connection attempt of every proxy
@@ -334,7 +378,14 @@ func (t *Transport) Recv() (frame []byte, from retry.ProxyID, ok bool) {
 			}
 		}
 		c := t.active[t.pos]
-		f, size, ok := c.ring.next()
+		var f []byte
+		var size uint64
+		ok := false
+		if c.gone.Load() {
+			t.drain(c) // released: none of its frames is returned (the fence)
+		} else {
+			f, size, ok = c.ring.next()
+		}
 		if ok {
 			t.pending.Add(-1)
 			t.held, t.heldSize = c.ring, size
@@ -353,6 +404,20 @@ func (t *Transport) Recv() (frame []byte, from retry.ProxyID, ok bool) {
 		t.active[t.pos] = t.active[last]
 		t.active[last] = nil
 		t.active = t.active[:last]
+	}
+}
+
+// drain drops every frame waiting in a released proxy's ring. Consumer
+// only; the reader may still push a last frame, which lists the proxy again.
+func (t *Transport) drain(c *proxyConn) {
+	for {
+		_, size, ok := c.ring.next()
+		if !ok {
+			return
+		}
+		c.ring.release(size)
+		t.pending.Add(-1)
+		t.stats.framesDropped.Add(1)
 	}
 }
 
@@ -427,23 +492,24 @@ func (t *Transport) published() {
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
 	s := &t.stats
-	return Stats{
+	out := Stats{
 		FramesSent: s.framesSent.Load(), BytesSent: s.bytesSent.Load(), Writes: s.writes.Load(),
 		FramesRecv: s.framesRecv.Load(), BytesRecv: s.bytesRecv.Load(),
 		Connects: s.connects.Load(), Disconnects: s.disconnects.Load(), DialFailures: s.dialFails.Load(),
 		SendUnavailable: s.sendUnavail.Load(), SendQueueFull: s.sendFull.Load(),
-		FramesLost: s.framesLost.Load(), RingWaits: t.ringWaits(),
+		FramesLost: s.framesLost.Load(), Released: s.released.Load(), FramesDropped: s.framesDropped.Load(),
 	}
-}
-
-func (t *Transport) ringWaits() uint64 {
-	var n uint64
+	out.RingWaits = s.ringWaits.Load()
 	for _, c := range *t.conns.Load() {
 		if c != nil {
-			n += c.ring.waits.Load()
+			out.RingWaits += c.ring.waits.Load()
+			out.Proxies++
+			if c.up.Load() {
+				out.Conns++
+			}
 		}
 	}
-	return n
+	return out
 }
 
 // Close closes every connection and stops every goroutine the Transport
