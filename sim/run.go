@@ -347,6 +347,11 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 			return nil, ctx.Err()
 		}
 	}
+	// The runs end on their own when ctx ends (they poll runCtx): the
+	// select above may see a run done before it sees ctx.Done.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	report(true)
 
 	out := make([]Report, len(runs))
