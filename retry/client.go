@@ -379,7 +379,7 @@ func (c *Client) SetReadRetryMaxContextCountPerZone(n int) {
 func (c *Client) Stats(zone Zone) (Stats, error) {
 	z := c.zoneOf(zone)
 	if z == nil {
-		return Stats{}, ErrUnknownZone
+		return Stats{}, unknownZone(zone)
 	}
 	return z.stats.snapshot(), nil
 }
@@ -421,7 +421,7 @@ func (c *Client) InFlight(zone Zone) (requests, timers int) {
 func (c *Client) TableStats(zone Zone) (ctxtable.Stats, error) {
 	z := c.zoneOf(zone)
 	if z == nil {
-		return ctxtable.Stats{}, ErrUnknownZone
+		return ctxtable.Stats{}, unknownZone(zone)
 	}
 	return z.table.Stats(), nil
 }

@@ -116,6 +116,24 @@ func TestSendNamesAnUnknownCommand(t *testing.T) {
 	}
 }
 
+// TestUnknownZoneNamed: Send, Stats and RemoveZone for a zone no route
+// named refuse with ErrUnknownZone and say which zone, so that a log line
+// tells an operator what the client asked for; nothing is sent.
+func TestUnknownZoneNamed(t *testing.T) {
+	f := newFixture(t, hostProxies("a"), seedConf)
+	other := retry.Zone{AppID: 70, ZoneID: 9}
+	_, sendErr := f.c.Send(other, &retry.Request{Command: wire.CmdGet, Key: []byte("k")})
+	_, statsErr := f.c.Stats(other)
+	for i, err := range []error{sendErr, statsErr, f.c.RemoveZone(other)} {
+		if !errors.Is(err, retry.ErrUnknownZone) || !strings.Contains(err.Error(), "app_id 70, zone_id 9") {
+			t.Errorf("step %d: got %v, want ErrUnknownZone naming app_id 70, zone_id 9", i, err)
+		}
+	}
+	if n := len(f.tr.Sent()); n != 0 {
+		t.Fatalf("%d frames sent", n)
+	}
+}
+
 // TestExhaustionLogIsRateLimited: 100 reads exhausted in one poll write one
 // MsgExhausted line; the next line, a second later, says how many were
 // suppressed (SPEC R16: noisy lines rate-limited, at most 10 a second per

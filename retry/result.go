@@ -34,7 +34,9 @@ var (
 	// ErrNoProxy: Send found no available proxy in the zone (every proxy
 	// down, or the route empty). Its Code is ResultNoProxy.
 	ErrNoProxy = &Error{Code: ResultNoProxy, msg: "retry: no proxy available in the zone"}
-	// ErrUnknownZone: Send or Stats for a zone no route was applied to.
+	// ErrUnknownZone: Send or Stats for a zone no route was applied to (or
+	// one RemoveZone removed). The error returned wraps it and names the
+	// zone, so that a log line says which (unknownZone).
 	ErrUnknownZone = errors.New("retry: unknown zone")
 	// ErrTooManyRequests: the zone already tracks Config.MaxWaitingPerZone
 	// requests without a read retry context plus its context cap; the
@@ -78,4 +80,11 @@ func (e *Error) Error() string { return e.msg }
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	return ok && t.Code == e.Code
+}
+
+// unknownZone returns ErrUnknownZone naming z: an SDK that logs the error
+// shows which zone it asked for, the first thing to check when a client is
+// pointed at the wrong configuration. It allocates, on the error path only.
+func unknownZone(z Zone) error {
+	return fmt.Errorf("%w: app_id %d, zone_id %d (no route applied)", ErrUnknownZone, z.AppID, z.ZoneID)
 }

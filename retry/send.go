@@ -56,7 +56,7 @@ func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
 	}
 	z := c.zoneOf(zone)
 	if z == nil {
-		return 0, ErrUnknownZone
+		return 0, unknownZone(zone)
 	}
 	m, conf, err := c.classify(z, req)
 	if err != nil {

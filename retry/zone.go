@@ -242,7 +242,7 @@ func (c *Client) RemoveZone(zone Zone) error {
 	defer c.mu.Unlock()
 	z := c.zoneOf(zone)
 	if z == nil {
-		return ErrUnknownZone
+		return unknownZone(zone)
 	}
 	c.zoneByKey.Delete(zone)
 	c.zones.set(z.idx-1, nil)

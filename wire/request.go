@@ -26,6 +26,8 @@ var (
 	// ErrTrailingBytes: bytes follow the last field of the body.
 	ErrTrailingBytes = errors.New("wire: trailing bytes after body")
 	// ErrTooLarge: a frame, field or table name exceeds its maximum size.
+	// The error returned is a *SizeError that matches it with errors.Is and
+	// says what, how large and the limit.
 	ErrTooLarge = errors.New("wire: too large")
 	// ErrPosition: a resume position lies before the original request's start,
 	// or at or past its limit (nothing is left to ask for).
@@ -95,7 +97,7 @@ func appendRequestHeader(dst []byte, h *RequestHeader, want BodyKind) ([]byte, e
 		return dst, ErrWrongBody
 	}
 	if len(h.Table) > MaxTableName {
-		return dst, ErrTooLarge
+		return dst, tooLarge("table name", len(h.Table), MaxTableName)
 	}
 	dst = append(dst, magic0, magic1, Version, typeRequest)
 	dst = le.AppendUint32(dst, uint32(h.Command))
@@ -118,7 +120,7 @@ func appendBytes(dst, b []byte) []byte {
 // checkSize reports ErrTooLarge when a frame of n bytes would exceed MaxFrameSize.
 func checkSize(n int) error {
 	if n > MaxFrameSize {
-		return ErrTooLarge
+		return tooLarge("frame", n, MaxFrameSize)
 	}
 	return nil
 }
@@ -224,7 +226,7 @@ func ParseRequest(frame []byte) (Request, error) {
 
 func checkHeader(frame []byte, typ byte, size int) error {
 	if len(frame) > MaxFrameSize {
-		return ErrTooLarge
+		return tooLarge("frame", len(frame), MaxFrameSize)
 	}
 	if len(frame) < 4 {
 		return ErrShortFrame

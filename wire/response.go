@@ -73,8 +73,8 @@ func (rb *ResponseBuilder) Start(dst []byte, h ResponseHeader) {
 // is the record's own code (0 = found). key and value are copied. It returns
 // ErrTooLarge, adding nothing, when the frame would exceed MaxFrameSize.
 func (rb *ResponseBuilder) AddRecord(tag uint64, result int32, key, value []byte) error {
-	if len(rb.b)-rb.start+recordMin+len(key)+len(value) > MaxFrameSize {
-		return ErrTooLarge
+	if n := len(rb.b) - rb.start + recordMin + len(key) + len(value); n > MaxFrameSize {
+		return tooLarge("frame", n, MaxFrameSize)
 	}
 	rb.b = le.AppendUint64(rb.b, tag)
 	rb.b = le.AppendUint32(rb.b, uint32(result))

@@ -14,7 +14,7 @@ const StreamPrefixSize = 4
 // unchanged and ErrTooLarge for a frame over MaxFrameSize.
 func AppendStreamFrame(dst, frame []byte) ([]byte, error) {
 	if len(frame) > MaxFrameSize {
-		return dst, ErrTooLarge
+		return dst, tooLarge("frame", len(frame), MaxFrameSize)
 	}
 	dst = le.AppendUint32(dst, uint32(len(frame)))
 	return append(dst, frame...), nil
@@ -36,7 +36,7 @@ func EndStreamFrame(buf []byte, at int) error {
 	}
 	n := len(buf) - at - StreamPrefixSize
 	if n > MaxFrameSize {
-		return ErrTooLarge
+		return tooLarge("frame", n, MaxFrameSize)
 	}
 	le.PutUint32(buf[at:], uint32(n))
 	return nil
@@ -89,7 +89,9 @@ func (r *Reader) Next() ([]byte, error) {
 	}
 	n := int(le.Uint32(r.buf[r.start:]))
 	if n > r.max {
-		r.err = ErrTooLarge
+		e := &SizeError{What: streamFrame, Size: n, Limit: r.max}
+		copy(e.Prefix[:], r.buf[r.start:])
+		r.err = e
 		return nil, r.err
 	}
 	if err := r.fill(StreamPrefixSize + n); err != nil {

@@ -104,7 +104,7 @@ func checkReader(t *testing.T, name string, src io.Reader, max int, want [][]byt
 			continue
 		}
 		if err != nil {
-			if err != end {
+			if !errors.Is(err, end) {
 				t.Fatalf("%s: after %d frames: %v, want %v", name, got, err, end)
 			}
 			break
@@ -117,7 +117,7 @@ func checkReader(t *testing.T, name string, src io.Reader, max int, want [][]byt
 	if got != len(want) {
 		t.Fatalf("%s: %d frames, want %d", name, got, len(want))
 	}
-	if _, err := r.Next(); err != end {
+	if _, err := r.Next(); !errors.Is(err, end) {
 		t.Fatalf("%s: end not sticky: %v, then %v", name, end, err)
 	}
 }

@@ -277,7 +277,7 @@ func (c *proxyConn) send(frame []byte) error {
 		return retry.ErrUnavailable
 	}
 	if len(frame) > wire.MaxFrameSize {
-		return wire.ErrTooLarge
+		return &wire.SizeError{What: "frame", Size: len(frame), Limit: wire.MaxFrameSize}
 	}
 	c.wmu.Lock()
 	if c.nc == nil {
