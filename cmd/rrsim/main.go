@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	ports := fs.Int("ports", 2, "proxies per host")
 	asJSON := fs.Bool("json", false, "print one JSON array of reports instead of the table")
 	plot := fs.String("plot", "", "write the latency CDFs (retry on vs off, per scenario) to `FILE.png`")
-	verbose := fs.Bool("v", false, "log the engine's and the transport's messages to stderr")
+	verbose := fs.Bool("v", false, "log the engine's and the transport's messages to stderr, and add the requests, peak-ctx and B/ctx columns to the table")
 	backend := fs.String("backend", sim.BackendProxies, "what the requests meet: `NAME` \""+sim.BackendProxies+"\" (simulated proxies) or \""+sim.BackendRedis+"\" (real redis-server replicas)")
 	metrics := fs.String("metrics", "", "serve Prometheus metrics (the engine's counters of both modes, labelled retry=on|off) at http://`ADDR`/metrics during the run, e.g. 127.0.0.1:9100")
 	fs.Usage = func() {
@@ -215,7 +215,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "rrsim: %d scenarios, %v each at %d req/s per mode, %s, budgets %v/%v, %d retries (%.1fs)\n\n",
 			len(cfg.scenarios), cfg.opt.Duration, cfg.opt.Rate, shape,
 			cfg.opt.SimpleBudget, cfg.opt.ComplexBudget, cfg.opt.MaxRetries, time.Since(began).Seconds())
-		_ = sim.WriteTable(stdout, reports)
+		_ = sim.WriteTable(stdout, reports, cfg.verbose)
 		fmt.Fprintln(stdout)
 		_ = sim.WriteTargets(stdout, sim.Targets(reports))
 		for _, n := range sim.Notes(reports) {

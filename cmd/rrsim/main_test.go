@@ -51,10 +51,15 @@ func TestTableAndPlot(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"scenario", "retry", "reads-ok%", "-19219", "p99.9", "att/req", "rec-dup", "peak-ctx", "B/ctx",
+	for _, want := range []string{"scenario", "retry", "rd-ok%", "-19219", "p99.9", "att/req", "miss/dbl", "refused",
 		"steady", "blackhole-host", "target", "blackhole-host reads ok", "exactly once", "latency CDFs written"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if n := len([]rune(line)); n > 120 && !strings.HasPrefix(line, "target") && !strings.HasPrefix(line, "note") {
+			t.Errorf("table line of %d columns, want <= 120: %q", n, line)
 		}
 	}
 	if strings.Count(out, " on ") < 2 || strings.Count(out, " off ") < 2 {
