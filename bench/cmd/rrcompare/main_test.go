@@ -129,3 +129,23 @@ func TestRedisClients(t *testing.T) {
 		}
 	}
 }
+
+// TestExitCode: a broken invariant fails the run only when a readretry
+// client broke it; a peer's is reported on stderr and leaves the status 0
+// (issue 29).
+func TestExitCode(t *testing.T) {
+	for i, c := range []struct {
+		rows []row
+		want int
+		says string
+	}{
+		{[]row{{Scenario: "steady", Client: "goroutines"}, {Scenario: "steady", Client: "readretry"}}, 0, ""},
+		{[]row{{Scenario: "steady", Client: "grpc-failsafe", Violations: []string{"record doubled"}}}, 0, "(peer): steady with grpc-failsafe"},
+		{[]row{{Scenario: "flapping", Client: "readretry-do", Violations: []string{"record missing"}}}, 1, "(readretry): flapping with readretry-do"},
+	} {
+		var errb bytes.Buffer
+		if got := exitCode(c.rows, &errb); got != c.want || !strings.Contains(errb.String(), c.says) {
+			t.Errorf("step %d: got %d, %q; want %d, %q", i, got, errb.String(), c.want, c.says)
+		}
+	}
+}
