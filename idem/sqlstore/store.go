@@ -117,8 +117,10 @@ const (
 //	size       BIGINT NOT NULL DEFAULT 0  -- length of result
 //	PRIMARY KEY (id, kind), INDEX <table>_scope (scope, expires_at, size)
 //
-// Each method is one or two statements in autocommit mode; the unique
-// index decides every race. Keys are sent as bytes, so any key of 1 to
+// and the per-scope counter table <table>_scopes its triggers keep (see
+// CreateTable), which a scoped claim reads by primary key to check the
+// quotas (SPEC I5 round 3). Each method is one or two statements in
+// autocommit mode; the unique index decides every race. Keys are sent as bytes, so any key of 1 to
 // idem.MaxKeyLen bytes works on every database. Safe for concurrent use.
 type Store struct {
 	db        *sql.DB
@@ -131,7 +133,7 @@ type Store struct {
 	quota    int // rows per scope; < 0: no quota
 	maxBytes int // result bytes per scope
 
-	qInsert, qInsertScoped, qDeleteExpired, qComplete, qRelease, qAbandon, qExtend, qHeld, qLookup, qConsume, qPurge string
+	qInsert, qInsertScoped, qEnsureScope, qPurgeScope, qDeleteExpired, qComplete, qRelease, qAbandon, qExtend, qHeld, qLookup, qConsume, qPurge string
 
 	fences *fence.Source
 }
@@ -181,6 +183,8 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 
 		qInsert:        d.Rebind("INSERT INTO " + t + " (id, kind, state, fence, expires_at) VALUES (?, ?, ?, ?, ?)"),
 		qInsertScoped:  d.Rebind(scopedInsert(d, t)),
+		qEnsureScope:   d.Rebind(ensureScope(d, t)),
+		qPurgeScope:    d.Rebind("DELETE FROM " + t + " WHERE scope = ? AND expires_at <= ?"),
 		qDeleteExpired: d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at <= ?"),
 		qComplete:      d.Rebind("UPDATE " + t + " SET state = ?, result = ?, size = ?, expires_at = ? WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
 		qRelease:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
@@ -196,13 +200,19 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 }
 
 // scopedInsert is the claim of a scoped key (? placeholders): the INSERT
-// of plain claims as an INSERT … SELECT that inserts nothing when the
-// scope's live rows are at the quota or their results at the byte quota,
-// counted in one pass over the scope index in the same statement (SPEC I5
-// round 3). Concurrent claims of one scope each count without the others, so a
-// scope may pass its quota by the claims it makes at one instant.
-// PostgreSQL needs the parameters of a SELECT list typed; MySQL a FROM
-// before WHERE.
+// of plain claims as an INSERT … SELECT from the scope's counter row
+// (<table>_scopes, kept by triggers, see CreateTable) that inserts
+// nothing when the scope's rows are at the quota or their results at the
+// byte quota (SPEC I5 round 3). It reads one row by its primary key,
+// whatever the scope holds. On PostgreSQL and MySQL the row is read FOR
+// UPDATE, so concurrent claims of one scope queue on it and each sees the
+// count the one before it left: the quota is exact. SQLite runs one
+// writer at a time, which has the same effect. PostgreSQL needs the
+// parameters of a SELECT list typed. MySQL refuses a trigger that writes
+// a table its statement reads (error 1442), so there the claim is the
+// plain INSERT and its BEFORE INSERT trigger does the check, on limits
+// kept in the counter row (max_entries, max_bytes), raising quotaSignal
+// when the row is missing or full.
 func scopedInsert(d Dialect, t string) string {
 	p := func(typ string) string {
 		if d.Name == Postgres.Name {
@@ -210,49 +220,159 @@ func scopedInsert(d Dialect, t string) string {
 		}
 		return "?"
 	}
-	from := ""
 	if d.Name == MySQL.Name {
-		from = " FROM DUAL"
+		return "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) VALUES (?, ?, ?, ?, ?, ?)"
+	}
+	lock := " FOR UPDATE"
+	if d.Name == SQLite.Name {
+		lock = ""
 	}
 	return "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) SELECT " +
 		p(d.KeyType) + ", " + p("SMALLINT") + ", " + p("SMALLINT") + ", " + p("BIGINT") + ", " + p("BIGINT") + ", " + p(d.KeyType) +
-		from + " WHERE (SELECT COUNT(*) < ? AND COALESCE(SUM(size), 0) < ? FROM " + t + " WHERE scope = ? AND expires_at > ?)"
+		" FROM " + t + "_scopes WHERE scope = ? AND entries < ? AND bytes < ?" + lock
 }
 
-// CreateTable creates the dedup table, and its scope index, if they do not
-// exist. A table created before SPEC I5 round 3 lacks the scope and size
-// columns and the index; add them by migration:
+// quotaSignal is the message of the MySQL claim trigger's SIGNAL when a
+// scope has no counter row or is at a quota.
+const quotaSignal = "sqlstore: scope over its quota"
+
+// ensureScope is the statement that creates a scope's counter row, empty,
+// unless it exists; on MySQL it also sets the row's limits to the store's
+// (the claim trigger reads them there).
+func ensureScope(d Dialect, t string) string {
+	if d.Name == MySQL.Name {
+		return "INSERT INTO " + t + "_scopes (scope, entries, bytes, max_entries, max_bytes) VALUES (?, 0, 0, ?, ?)" +
+			" ON DUPLICATE KEY UPDATE max_entries = VALUES(max_entries), max_bytes = VALUES(max_bytes)"
+	}
+	return "INSERT INTO " + t + "_scopes (scope, entries, bytes) VALUES (?, 0, 0) ON CONFLICT (scope) DO NOTHING"
+}
+
+// CreateTable creates, unless they exist, the dedup table, its scope
+// index, the scope counter table <table>_scopes and the triggers that keep
+// it (SPEC I5 round 3):
+//
+//	<table>_scopes (scope <KeyType> PRIMARY KEY, entries BIGINT, bytes BIGINT)
+//
+// holds, per scope, the number of dedup rows with that scope — live or
+// expired but not yet deleted — and the sum of their size column. Row
+// triggers on the dedup table (after INSERT, DELETE, and UPDATE of size)
+// keep it in the same statement as the change, so every path that adds
+// or removes a row — Claim, Issue, Complete, Release, Consume, the
+// overwrite of an expired row, Purge, a DELETE from cron — keeps it
+// right without knowing of it. A scoped claim checks the quota by reading
+// that one row instead of counting the scope's rows. Counter rows are
+// never deleted: one row of about 50 bytes per scope ever seen.
+//
+// Migration. A table created before SPEC I5 round 3 lacks the scope and
+// size columns and the index; add them first:
 //
 //	ALTER TABLE idem_dedup ADD COLUMN scope <KeyType> NULL;
 //	ALTER TABLE idem_dedup ADD COLUMN size BIGINT NOT NULL DEFAULT 0;
 //	CREATE INDEX idem_dedup_scope ON idem_dedup (scope, expires_at, size)
 //		WHERE scope IS NOT NULL; -- MySQL: without WHERE
+//
+// Then (and for a table created by an earlier round-3 build, which has
+// the columns but no counter table) CreateTable adds the counter table and
+// the triggers and counts the rows already there into it, per scope that
+// has no counter row yet. Run it while no store writes the table, as any
+// migration: a row written between the triggers' creation and the count
+// would be counted twice. On PostgreSQL CreateTable also creates the
+// trigger function <table>_scope_count; MySQL/MariaDB with binary logging
+// needs the TRIGGER privilege and log_bin_trust_function_creators (or
+// SUPER) to create triggers.
 func (s *Store) CreateTable(ctx context.Context) error {
-	name := s.table[strings.LastIndexByte(s.table, '.')+1:] + "_scope"
+	base := s.table[strings.LastIndexByte(s.table, '.')+1:]
+	name := base + "_scope"
 	inline := ""
 	if s.d.Name == MySQL.Name {
 		inline = ",\n\tINDEX " + name + " (scope, expires_at, size)"
 	}
-	_, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+s.table+` (
-	id `+s.d.KeyType+` NOT NULL,
+	stmts := []string{"CREATE TABLE IF NOT EXISTS " + s.table + ` (
+	id ` + s.d.KeyType + ` NOT NULL,
 	kind SMALLINT NOT NULL,
 	state SMALLINT NOT NULL,
 	fence BIGINT NOT NULL,
 	expires_at BIGINT NOT NULL,
-	result `+s.d.BlobType+`,
-	scope `+s.d.KeyType+` NULL,
+	result ` + s.d.BlobType + `,
+	scope ` + s.d.KeyType + ` NULL,
 	size BIGINT NOT NULL DEFAULT 0,
-	PRIMARY KEY (id, kind)`+inline+`
-)`)
-	if err == nil && inline == "" {
+	PRIMARY KEY (id, kind)` + inline + `
+)`}
+	if inline == "" {
 		// Partial: rows without a scope (most, in a single-tenant
 		// service) cost their INSERT no index entry.
-		_, err = s.db.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS "+name+" ON "+s.table+" (scope, expires_at, size) WHERE scope IS NOT NULL")
+		stmts = append(stmts, "CREATE INDEX IF NOT EXISTS "+name+" ON "+s.table+" (scope, expires_at, size) WHERE scope IS NOT NULL")
 	}
-	if err != nil {
-		return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
+	limits := ""
+	if s.d.Name == MySQL.Name {
+		limits = ",\n\tmax_entries BIGINT NOT NULL DEFAULT 0,\n\tmax_bytes BIGINT NOT NULL DEFAULT 0"
+	}
+	stmts = append(stmts, "CREATE TABLE IF NOT EXISTS "+s.table+"_scopes (\n\tscope "+s.d.KeyType+
+		" NOT NULL PRIMARY KEY,\n\tentries BIGINT NOT NULL,\n\tbytes BIGINT NOT NULL"+limits+"\n)")
+	stmts = append(stmts, s.triggers(base)...)
+	seed := "INSERT INTO " + s.table + "_scopes (scope, entries, bytes) SELECT scope, COUNT(*), COALESCE(SUM(size), 0) FROM " +
+		s.table + " WHERE scope IS NOT NULL GROUP BY scope"
+	if s.d.Name == MySQL.Name {
+		seed = "INSERT IGNORE" + seed[len("INSERT"):]
+	} else {
+		seed += " ON CONFLICT (scope) DO NOTHING"
+	}
+	stmts = append(stmts, seed)
+	for _, q := range stmts {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
+		}
 	}
 	return nil
+}
+
+// triggers returns the statements creating the row triggers that keep
+// <table>_scopes equal to the dedup table's rows per scope: an insert adds
+// one entry and its size, a delete takes them back, an update of size
+// adds the difference. base is the table's name without its schema.
+func (s *Store) triggers(base string) []string {
+	t, c := s.table, s.table+"_scopes"
+	ins := "UPDATE " + c + " SET entries = entries + 1, bytes = bytes + NEW.size WHERE scope = NEW.scope"
+	del := "UPDATE " + c + " SET entries = entries - 1, bytes = bytes - OLD.size WHERE scope = OLD.scope"
+	upd := "UPDATE " + c + " SET bytes = bytes + NEW.size - OLD.size WHERE scope = NEW.scope"
+	switch s.d.Name {
+	case Postgres.Name:
+		fn := t + "_scope_count"
+		body := "CREATE OR REPLACE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $fn$\nBEGIN\n" +
+			"\tIF TG_OP = 'INSERT' THEN\n\t\t" + ins + ";\n" +
+			"\tELSIF TG_OP = 'DELETE' THEN\n\t\t" + del + ";\n" +
+			"\tELSE\n\t\t" + upd + ";\n\tEND IF;\n\tRETURN NULL;\nEND\n$fn$"
+		trg := func(suffix, event, when string) string {
+			return "CREATE OR REPLACE TRIGGER " + base + suffix + " AFTER " + event + " ON " + t +
+				" FOR EACH ROW WHEN (" + when + ") EXECUTE FUNCTION " + fn + "()"
+		}
+		return []string{body,
+			trg("_scope_ins", "INSERT", "NEW.scope IS NOT NULL"),
+			trg("_scope_del", "DELETE", "OLD.scope IS NOT NULL"),
+			trg("_scope_upd", "UPDATE OF size", "NEW.scope IS NOT NULL AND NEW.size <> OLD.size")}
+	case MySQL.Name:
+		trg := func(suffix, event, when, stmt string) string {
+			return "CREATE TRIGGER IF NOT EXISTS " + t + suffix + " " + event + " ON " + t +
+				" FOR EACH ROW BEGIN IF " + when + " THEN " + stmt + "; END IF; END"
+		}
+		check := ins + " AND entries < max_entries AND bytes < max_bytes; IF ROW_COUNT() = 0 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" +
+			quotaSignal + "'; END IF"
+		return []string{
+			trg("_scope_ins", "BEFORE INSERT", "NEW.scope IS NOT NULL", check),
+			trg("_scope_del", "AFTER DELETE", "OLD.scope IS NOT NULL", del),
+			trg("_scope_upd", "AFTER UPDATE", "NEW.scope IS NOT NULL AND NEW.size <> OLD.size", upd)}
+	}
+	// SQLite: the trigger may be schema-qualified, but its table and the
+	// statements in its body may not.
+	q := s.table[:len(s.table)-len(base)]
+	trg := func(suffix, event, when, stmt string) string {
+		return "CREATE TRIGGER IF NOT EXISTS " + q + base + suffix + " AFTER " + event + " ON " + base +
+			" FOR EACH ROW WHEN " + when + " BEGIN " + strings.Replace(stmt, c, base+"_scopes", 1) + "; END"
+	}
+	return []string{
+		trg("_scope_ins", "INSERT", "NEW.scope IS NOT NULL", ins),
+		trg("_scope_del", "DELETE", "OLD.scope IS NOT NULL", del),
+		trg("_scope_upd", "UPDATE OF size", "NEW.scope IS NOT NULL AND NEW.size <> OLD.size", upd)}
 }
 
 // scopeOf returns the scope of a key made by idem.ScopedKey, and false for
@@ -285,23 +405,16 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 	scope, scoped := s.scopeOf(key)
 	for attempt := 0; ; attempt++ {
 		now := s.nowMillis()
-		var res sql.Result
 		var err error
 		if scoped {
-			res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), now+ms, scope,
-				s.quota, s.maxBytes, scope, now)
+			err = s.insertScoped(ctx, id, kind, state, fence, now+ms, scope, now)
+			if errors.Is(err, idem.ErrQuota) {
+				return false, err
+			}
 		} else {
 			_, err = s.db.ExecContext(ctx, s.qInsert, id, kind, state, int64(fence), now+ms)
 		}
 		if err == nil {
-			if scoped {
-				if n, err := res.RowsAffected(); err != nil || n == 0 {
-					if err != nil {
-						return false, fmt.Errorf("sqlstore: %s: %w", op, err)
-					}
-					return false, idem.ErrQuota
-				}
-			}
 			return true, nil
 		}
 		if !s.d.isUnique(err) {
@@ -316,13 +429,73 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 		if attempt > 0 {
 			return false, nil
 		}
-		res, err = s.db.ExecContext(ctx, s.qDeleteExpired, id, kind, now)
+		res, err := s.db.ExecContext(ctx, s.qDeleteExpired, id, kind, now)
 		n, err := rowsAffected(op, res, err)
 		if err != nil {
 			return false, err
 		}
 		if n == 0 {
 			return false, nil // a live row holds the key
+		}
+	}
+}
+
+// insertScoped inserts the row of a scoped key if its scope is under its
+// quotas: one statement when the scope has its counter row and room
+// (SPEC I5 round 3). When that inserts nothing, the scope has no counter
+// row yet or is full; the row is then created and the scope's expired
+// rows deleted (their triggers give their entries and bytes back, so an
+// expired row counts against the quota only until a claim needs its
+// place), and the insert is tried once more if either changed anything.
+// It returns idem.ErrQuota when the scope is full of live rows, and the
+// driver's error unwrapped (a unique violation is the caller's to handle).
+func (s *Store) insertScoped(ctx context.Context, id []byte, kind, state int, fence idem.Fence, expires int64, scope []byte, now int64) error {
+	mysql := s.d.Name == MySQL.Name
+	for freed := false; ; freed = true {
+		var res sql.Result
+		var err error
+		if mysql {
+			res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), expires, scope)
+			if err != nil && !strings.Contains(err.Error(), quotaSignal) {
+				return err
+			}
+		} else {
+			res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), expires, scope,
+				scope, s.quota, s.maxBytes)
+			if err != nil {
+				return err
+			}
+		}
+		if err == nil {
+			if n, err := res.RowsAffected(); err != nil || n > 0 {
+				return err
+			}
+		}
+		if freed {
+			return idem.ErrQuota
+		}
+		if mysql {
+			res, err = s.db.ExecContext(ctx, s.qEnsureScope, scope, s.quota, s.maxBytes)
+		} else {
+			res, err = s.db.ExecContext(ctx, s.qEnsureScope, scope)
+		}
+		if err != nil {
+			return err
+		}
+		created, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		res, err = s.db.ExecContext(ctx, s.qPurgeScope, scope, now)
+		if err != nil {
+			return err
+		}
+		purged, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if created+purged == 0 {
+			return idem.ErrQuota
 		}
 	}
 }
