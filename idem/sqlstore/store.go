@@ -199,37 +199,44 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	return s, nil
 }
 
-// scopedInsert is the claim of a scoped key (? placeholders): the INSERT
-// of plain claims as an INSERT … SELECT from the scope's counter row
-// (<table>_scopes, kept by triggers, see CreateTable) that inserts
-// nothing when the scope's rows are at the quota or their results at the
-// byte quota (SPEC I5 round 3). It reads one row by its primary key,
-// whatever the scope holds. On PostgreSQL and MySQL the row is read FOR
-// UPDATE, so concurrent claims of one scope queue on it and each sees the
-// count the one before it left: the quota is exact. SQLite runs one
-// writer at a time, which has the same effect. PostgreSQL needs the
-// parameters of a SELECT list typed. MySQL refuses a trigger that writes
-// a table its statement reads (error 1442), so there the claim is the
-// plain INSERT and its BEFORE INSERT trigger does the check, on limits
-// kept in the counter row (max_entries, max_bytes), raising quotaSignal
-// when the row is missing or full.
+// scopedInsert is the claim of a scoped key (? placeholders), one
+// statement that checks the scope's counter row (<table>_scopes, see
+// CreateTable) by its primary key — whatever the scope holds — adds the
+// row to it, and inserts nothing when the scope's rows are at the quota or
+// their results at the byte quota (SPEC I5 round 3). Each dialect does it
+// with what it has:
+//
+//   - PostgreSQL: a data-modifying CTE, `WITH c AS (UPDATE <table>_scopes
+//     SET entries = entries + 1 WHERE scope = ? AND entries < ? AND bytes
+//     < ? RETURNING 1) INSERT … SELECT … FROM c`; parameters: scope,
+//     quota, max bytes, then the row. The UPDATE locks the counter row, so
+//     concurrent claims of a scope queue on it and each re-checks the
+//     count the one before it left: the quota is exact. A unique violation
+//     of the INSERT undoes the UPDATE with the statement.
+//   - SQLite: `INSERT … SELECT … FROM <table>_scopes WHERE scope = ? AND
+//     entries < ? AND bytes < ?`; parameters: the row, then scope, quota,
+//     max bytes. The AFTER INSERT trigger counts the row. SQLite runs one
+//     writer at a time, so the check is exact too.
+//   - MySQL refuses a statement whose trigger writes a table the statement
+//     reads (error 1442), so the claim is the plain INSERT of the row and
+//     its BEFORE INSERT trigger does the counted UPDATE, on limits kept in
+//     the counter row (max_entries, max_bytes, set by ensureScope),
+//     raising quotaSignal when the row is missing or full. The UPDATE's
+//     row lock makes it exact.
+//
+// When it inserts nothing (or signals) the scope has no counter row yet or
+// is full; see insertScoped.
 func scopedInsert(d Dialect, t string) string {
-	p := func(typ string) string {
-		if d.Name == Postgres.Name {
-			return "CAST(? AS " + typ + ")"
-		}
-		return "?"
+	cols := "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) "
+	switch d.Name {
+	case MySQL.Name:
+		return cols + "VALUES (?, ?, ?, ?, ?, ?)"
+	case Postgres.Name:
+		// PostgreSQL needs the parameters of a SELECT list typed.
+		return "WITH c AS (UPDATE " + t + "_scopes SET entries = entries + 1 WHERE scope = ? AND entries < ? AND bytes < ? RETURNING 1) " +
+			cols + "SELECT CAST(? AS " + d.KeyType + "), CAST(? AS SMALLINT), CAST(? AS SMALLINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS " + d.KeyType + ") FROM c"
 	}
-	if d.Name == MySQL.Name {
-		return "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) VALUES (?, ?, ?, ?, ?, ?)"
-	}
-	lock := " FOR UPDATE"
-	if d.Name == SQLite.Name {
-		lock = ""
-	}
-	return "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) SELECT " +
-		p(d.KeyType) + ", " + p("SMALLINT") + ", " + p("SMALLINT") + ", " + p("BIGINT") + ", " + p("BIGINT") + ", " + p(d.KeyType) +
-		" FROM " + t + "_scopes WHERE scope = ? AND entries < ? AND bytes < ?" + lock
+	return cols + "SELECT ?, ?, ?, ?, ?, ? FROM " + t + "_scopes WHERE scope = ? AND entries < ? AND bytes < ?"
 }
 
 // quotaSignal is the message of the MySQL claim trigger's SIGNAL when a
@@ -255,12 +262,14 @@ func ensureScope(d Dialect, t string) string {
 //
 // holds, per scope, the number of dedup rows with that scope — live or
 // expired but not yet deleted — and the sum of their size column. Row
-// triggers on the dedup table (after INSERT, DELETE, and UPDATE of size)
-// keep it in the same statement as the change, so every path that adds
-// or removes a row — Claim, Issue, Complete, Release, Consume, the
-// overwrite of an expired row, Purge, a DELETE from cron — keeps it
-// right without knowing of it. A scoped claim checks the quota by reading
-// that one row instead of counting the scope's rows. Counter rows are
+// triggers on the dedup table (after DELETE and UPDATE of size; and
+// INSERT on SQLite and MySQL, where PostgreSQL's claim statement counts
+// its row itself) keep it in the same statement as the change, so every
+// path that removes a row or changes its size — Complete, Release,
+// Consume, the overwrite of an expired row, the cleanup of a lost claim,
+// Purge, a DELETE from cron — keeps it right without knowing of it. A
+// scoped claim checks the quota by reading that one row instead of
+// counting the scope's rows (see scopedInsert in the source). Counter rows are
 // never deleted: one row of about 50 bytes per scope ever seen.
 //
 // Migration. A table created before SPEC I5 round 3 lacks the scope and
@@ -328,8 +337,10 @@ func (s *Store) CreateTable(ctx context.Context) error {
 
 // triggers returns the statements creating the row triggers that keep
 // <table>_scopes equal to the dedup table's rows per scope: an insert adds
-// one entry and its size, a delete takes them back, an update of size
-// adds the difference. base is the table's name without its schema.
+// one entry and its size (SQLite; MySQL, with the quota check; not
+// PostgreSQL, whose claim statement does it), a delete takes them back, an
+// update of size adds the difference. base is the table's name without
+// its schema.
 func (s *Store) triggers(base string) []string {
 	t, c := s.table, s.table+"_scopes"
 	ins := "UPDATE " + c + " SET entries = entries + 1, bytes = bytes + NEW.size WHERE scope = NEW.scope"
@@ -338,16 +349,15 @@ func (s *Store) triggers(base string) []string {
 	switch s.d.Name {
 	case Postgres.Name:
 		fn := t + "_scope_count"
+		// No INSERT trigger: the claim's CTE counts the row itself.
 		body := "CREATE OR REPLACE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $fn$\nBEGIN\n" +
-			"\tIF TG_OP = 'INSERT' THEN\n\t\t" + ins + ";\n" +
-			"\tELSIF TG_OP = 'DELETE' THEN\n\t\t" + del + ";\n" +
+			"\tIF TG_OP = 'DELETE' THEN\n\t\t" + del + ";\n" +
 			"\tELSE\n\t\t" + upd + ";\n\tEND IF;\n\tRETURN NULL;\nEND\n$fn$"
 		trg := func(suffix, event, when string) string {
 			return "CREATE OR REPLACE TRIGGER " + base + suffix + " AFTER " + event + " ON " + t +
 				" FOR EACH ROW WHEN (" + when + ") EXECUTE FUNCTION " + fn + "()"
 		}
 		return []string{body,
-			trg("_scope_ins", "INSERT", "NEW.scope IS NOT NULL"),
 			trg("_scope_del", "DELETE", "OLD.scope IS NOT NULL"),
 			trg("_scope_upd", "UPDATE OF size", "NEW.scope IS NOT NULL AND NEW.size <> OLD.size")}
 	case MySQL.Name:
@@ -460,8 +470,13 @@ func (s *Store) insertScoped(ctx context.Context, id []byte, kind, state int, fe
 				return err
 			}
 		} else {
-			res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), expires, scope,
-				scope, s.quota, s.maxBytes)
+			if s.d.Name == Postgres.Name {
+				res, err = s.db.ExecContext(ctx, s.qInsertScoped, scope, s.quota, s.maxBytes,
+					id, kind, state, int64(fence), expires, scope)
+			} else {
+				res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), expires, scope,
+					scope, s.quota, s.maxBytes)
+			}
 			if err != nil {
 				return err
 			}
