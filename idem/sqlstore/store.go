@@ -87,8 +87,9 @@ type Config struct {
 
 // Defaults of Config. With them one scope holds at most 10,000 rows and
 // 8 MiB of results (plus what its running claims complete), about 8 MiB
-// + 10,000 × (key, ~60 bytes of columns and the scope index entry) of
-// table and index — about 12 MiB with 36-byte keys and 16-byte scopes.
+// + 10,000 × (key twice, in the row and the primary key, and ~60 bytes of
+// columns) of table and index — about 10 MiB with 36-byte keys and
+// 16-byte scopes — and one counter row.
 const (
 	DefaultScopeQuota     = 10_000
 	DefaultScopeMaxBytes  = 8 << 20
@@ -115,7 +116,7 @@ const (
 //	result     BLOB/BYTEA/LONGBLOB
 //	scope      like id, NULL      -- the key's scope (quota), if any
 //	size       BIGINT NOT NULL DEFAULT 0  -- length of result
-//	PRIMARY KEY (id, kind), INDEX <table>_scope (scope, expires_at, size)
+//	PRIMARY KEY (id, kind)
 //
 // and the per-scope counter table <table>_scopes its triggers keep (see
 // CreateTable), which a scoped claim reads by primary key to check the
@@ -184,7 +185,7 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 		qInsert:        d.Rebind("INSERT INTO " + t + " (id, kind, state, fence, expires_at) VALUES (?, ?, ?, ?, ?)"),
 		qInsertScoped:  d.Rebind(scopedInsert(d, t)),
 		qEnsureScope:   d.Rebind(ensureScope(d, t)),
-		qPurgeScope:    d.Rebind("DELETE FROM " + t + " WHERE scope = ? AND expires_at <= ?"),
+		qPurgeScope:    d.Rebind("DELETE FROM " + t + " WHERE id >= ? AND id < ? AND scope = ? AND expires_at <= ?"),
 		qDeleteExpired: d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at <= ?"),
 		qComplete:      d.Rebind("UPDATE " + t + " SET state = ?, result = ?, size = ?, expires_at = ? WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
 		qRelease:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
@@ -254,8 +255,8 @@ func ensureScope(d Dialect, t string) string {
 	return "INSERT INTO " + t + "_scopes (scope, entries, bytes) VALUES (?, 0, 0) ON CONFLICT (scope) DO NOTHING"
 }
 
-// CreateTable creates, unless they exist, the dedup table, its scope
-// index, the scope counter table <table>_scopes and the triggers that keep
+// CreateTable creates, unless they exist, the dedup table, the scope
+// counter table <table>_scopes and the triggers that keep
 // it (SPEC I5 round 3):
 //
 //	<table>_scopes (scope <KeyType> PRIMARY KEY, entries BIGINT, bytes BIGINT)
@@ -272,16 +273,20 @@ func ensureScope(d Dialect, t string) string {
 // counting the scope's rows (see scopedInsert in the source). Counter rows are
 // never deleted: one row of about 50 bytes per scope ever seen.
 //
+// There is no index on scope: a scope's rows are found, when a full scope
+// needs its expired rows deleted, by a range of the primary key, since a
+// scoped key starts with its scope (idem.ScopedKey).
+//
 // Migration. A table created before SPEC I5 round 3 lacks the scope and
-// size columns and the index; add them first:
+// size columns; add them first:
 //
 //	ALTER TABLE idem_dedup ADD COLUMN scope <KeyType> NULL;
 //	ALTER TABLE idem_dedup ADD COLUMN size BIGINT NOT NULL DEFAULT 0;
-//	CREATE INDEX idem_dedup_scope ON idem_dedup (scope, expires_at, size)
-//		WHERE scope IS NOT NULL; -- MySQL: without WHERE
 //
-// Then (and for a table created by an earlier round-3 build, which has
-// the columns but no counter table) CreateTable adds the counter table and
+// A table created by an earlier round-3 build has them, and an index
+// idem_dedup_scope that nothing reads any more: drop it (DROP INDEX
+// idem_dedup_scope; MySQL: ... ON idem_dedup), it costs every scoped claim
+// an index write. For both, CreateTable adds the counter table and
 // the triggers and counts the rows already there into it, per scope that
 // has no counter row yet. Run it while no store writes the table, as any
 // migration: a row written between the triggers' creation and the count
@@ -291,11 +296,6 @@ func ensureScope(d Dialect, t string) string {
 // SUPER) to create triggers.
 func (s *Store) CreateTable(ctx context.Context) error {
 	base := s.table[strings.LastIndexByte(s.table, '.')+1:]
-	name := base + "_scope"
-	inline := ""
-	if s.d.Name == MySQL.Name {
-		inline = ",\n\tINDEX " + name + " (scope, expires_at, size)"
-	}
 	stmts := []string{"CREATE TABLE IF NOT EXISTS " + s.table + ` (
 	id ` + s.d.KeyType + ` NOT NULL,
 	kind SMALLINT NOT NULL,
@@ -305,13 +305,8 @@ func (s *Store) CreateTable(ctx context.Context) error {
 	result ` + s.d.BlobType + `,
 	scope ` + s.d.KeyType + ` NULL,
 	size BIGINT NOT NULL DEFAULT 0,
-	PRIMARY KEY (id, kind)` + inline + `
+	PRIMARY KEY (id, kind)
 )`}
-	if inline == "" {
-		// Partial: rows without a scope (most, in a single-tenant
-		// service) cost their INSERT no index entry.
-		stmts = append(stmts, "CREATE INDEX IF NOT EXISTS "+name+" ON "+s.table+" (scope, expires_at, size) WHERE scope IS NOT NULL")
-	}
 	limits := ""
 	if s.d.Name == MySQL.Name {
 		limits = ",\n\tmax_entries BIGINT NOT NULL DEFAULT 0,\n\tmax_bytes BIGINT NOT NULL DEFAULT 0"
@@ -501,7 +496,12 @@ func (s *Store) insertScoped(ctx context.Context, id []byte, kind, state int, fe
 		if err != nil {
 			return err
 		}
-		res, err = s.db.ExecContext(ctx, s.qPurgeScope, scope, now)
+		// The scope's rows by the primary key's range of keys starting
+		// with scope and the separator (ScopedKey); scope = ? drops those
+		// of a longer scope that starts the same.
+		lo := append(append(make([]byte, 0, len(scope)+1), scope...), idem.ScopeSeparator)
+		hi := append(append(make([]byte, 0, len(scope)+1), scope...), idem.ScopeSeparator+1)
+		res, err = s.db.ExecContext(ctx, s.qPurgeScope, lo, hi, scope, now)
 		if err != nil {
 			return err
 		}
