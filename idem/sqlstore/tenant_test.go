@@ -150,6 +150,7 @@ func scopeCounterChurn(t *testing.T, b backend) {
 	rng := rand.New(rand.NewPCG(25, 3))
 	scopes := []string{"alice", "bob", "mallory"}
 	ttls := []time.Duration{time.Second, time.Minute}
+	refused, claimed := 0, 0
 	for step := range 600 {
 		scope := scopes[rng.IntN(len(scopes))]
 		name := strconv.Itoa(rng.IntN(8))
@@ -164,6 +165,7 @@ func scopeCounterChurn(t *testing.T, b backend) {
 				if !errors.Is(err, idem.ErrQuota) {
 					t.Fatalf("step %d: Claim(%q) in a full scope = %v, %v; want ErrQuota", step, key, f, err)
 				}
+				refused++
 			case live(string(key)) != nil:
 				if f != 0 || err != nil {
 					t.Fatalf("step %d: Claim(%q) of a held key = %v, %v; want 0, nil", step, key, f, err)
@@ -173,6 +175,7 @@ func scopeCounterChurn(t *testing.T, b backend) {
 					t.Fatalf("step %d: Claim(%q) = %v, %v; want a fence", step, key, f, err)
 				}
 				model[string(key)] = &row{scope: scope, expires: clk.Now().Add(ttl), fence: f}
+				claimed++
 			}
 		case 3, 4:
 			r := model[string(key)]
@@ -241,6 +244,9 @@ func scopeCounterChurn(t *testing.T, b backend) {
 			scopeCounters(t, db, "idem_dedup WHERE scope IS NOT NULL GROUP BY scope", "COUNT(*), COALESCE(SUM(size), 0)"); !maps.Equal(got, want) {
 			t.Fatalf("step %d: counters %v, rows add up to %v", step, got, want)
 		}
+	}
+	if refused < 10 || claimed < 50 {
+		t.Fatalf("the churn refused %d claims and granted %d: too few to test the quota", refused, claimed)
 	}
 }
 
