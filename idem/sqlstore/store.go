@@ -71,7 +71,11 @@ type Config struct {
 	// means DefaultScopeQuota, a negative value no quota. A Claim or
 	// Issue over it fails with idem.ErrQuota (Middleware: 429). Rows
 	// without a scope, or with the empty one (idem.GlobalScope), are not
-	// counted (SPEC I5 round 3).
+	// counted (SPEC I5 round 3). The check is exact under concurrency
+	// (the scope's counter row is locked by the claim; see CreateTable).
+	// Stores sharing a table should use the same ScopeQuota and
+	// ScopeMaxBytes: on MySQL the limits live in the counter row, set by
+	// the last store that found the scope full.
 	ScopeQuota int
 	// ScopeMaxBytes is the most bytes of stored results one scope may
 	// hold; 0 means DefaultScopeMaxBytes. A Claim or Issue while the scope
