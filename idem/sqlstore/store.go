@@ -292,7 +292,8 @@ func ensureScope(d Dialect, t string) string {
 // idem_dedup_scope; MySQL: ... ON idem_dedup), it costs every scoped claim
 // an index write. For both, CreateTable adds the counter table and
 // the triggers and counts the rows already there into it, per scope that
-// has no counter row yet. Run it while no store writes the table, as any
+// has no counter row yet (one pass over the table's scoped rows, at every
+// CreateTable; it adds nothing once every scope has its row). Run it while no store writes the table, as any
 // migration: a row written between the triggers' creation and the count
 // would be counted twice. On PostgreSQL CreateTable also creates the
 // trigger function <table>_scope_count; MySQL/MariaDB with binary logging
