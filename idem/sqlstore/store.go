@@ -71,7 +71,11 @@ type Config struct {
 	// means DefaultScopeQuota, a negative value no quota. A Claim or
 	// Issue over it fails with idem.ErrQuota (Middleware: 429). Rows
 	// without a scope, or with the empty one (idem.GlobalScope), are not
-	// counted (SPEC I5 round 3).
+	// counted (SPEC I5 round 3). The check is exact under concurrency
+	// (the scope's counter row is locked by the claim; see CreateTable).
+	// Stores sharing a table should use the same ScopeQuota and
+	// ScopeMaxBytes: on MySQL the limits live in the counter row, set by
+	// the last store that found the scope full.
 	ScopeQuota int
 	// ScopeMaxBytes is the most bytes of stored results one scope may
 	// hold; 0 means DefaultScopeMaxBytes. A Claim or Issue while the scope
@@ -87,8 +91,9 @@ type Config struct {
 
 // Defaults of Config. With them one scope holds at most 10,000 rows and
 // 8 MiB of results (plus what its running claims complete), about 8 MiB
-// + 10,000 × (key, ~60 bytes of columns and the scope index entry) of
-// table and index — about 12 MiB with 36-byte keys and 16-byte scopes.
+// + 10,000 × (key twice, in the row and the primary key, and ~60 bytes of
+// columns) of table and index — about 10 MiB with 36-byte keys and
+// 16-byte scopes — and one counter row.
 const (
 	DefaultScopeQuota     = 10_000
 	DefaultScopeMaxBytes  = 8 << 20
@@ -115,10 +120,12 @@ const (
 //	result     BLOB/BYTEA/LONGBLOB
 //	scope      like id, NULL      -- the key's scope (quota), if any
 //	size       BIGINT NOT NULL DEFAULT 0  -- length of result
-//	PRIMARY KEY (id, kind), INDEX <table>_scope (scope, expires_at, size)
+//	PRIMARY KEY (id, kind)
 //
-// Each method is one or two statements in autocommit mode; the unique
-// index decides every race. Keys are sent as bytes, so any key of 1 to
+// and the per-scope counter table <table>_scopes its triggers keep (see
+// CreateTable), which a scoped claim reads by primary key to check the
+// quotas (SPEC I5 round 3). Each method is one or two statements in
+// autocommit mode; the unique index decides every race. Keys are sent as bytes, so any key of 1 to
 // idem.MaxKeyLen bytes works on every database. Safe for concurrent use.
 type Store struct {
 	db        *sql.DB
@@ -131,7 +138,7 @@ type Store struct {
 	quota    int // rows per scope; < 0: no quota
 	maxBytes int // result bytes per scope
 
-	qInsert, qInsertScoped, qDeleteExpired, qComplete, qRelease, qAbandon, qExtend, qHeld, qLookup, qConsume, qPurge string
+	qInsert, qInsertScoped, qEnsureScope, qPurgeScope, qDeleteExpired, qComplete, qRelease, qAbandon, qExtend, qHeld, qLookup, qConsume, qPurge string
 
 	fences *fence.Source
 }
@@ -181,6 +188,8 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 
 		qInsert:        d.Rebind("INSERT INTO " + t + " (id, kind, state, fence, expires_at) VALUES (?, ?, ?, ?, ?)"),
 		qInsertScoped:  d.Rebind(scopedInsert(d, t)),
+		qEnsureScope:   d.Rebind(ensureScope(d, t)),
+		qPurgeScope:    d.Rebind("DELETE FROM " + t + " WHERE id >= ? AND id < ? AND scope = ? AND expires_at <= ?"),
 		qDeleteExpired: d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND expires_at <= ?"),
 		qComplete:      d.Rebind("UPDATE " + t + " SET state = ?, result = ?, size = ?, expires_at = ? WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
 		qRelease:       d.Rebind("DELETE FROM " + t + " WHERE id = ? AND kind = ? AND fence = ? AND expires_at > ?"),
@@ -195,64 +204,190 @@ func New(db *sql.DB, d Dialect, c Config) (*Store, error) {
 	return s, nil
 }
 
-// scopedInsert is the claim of a scoped key (? placeholders): the INSERT
-// of plain claims as an INSERT … SELECT that inserts nothing when the
-// scope's live rows are at the quota or their results at the byte quota,
-// counted in one pass over the scope index in the same statement (SPEC I5
-// round 3). Concurrent claims of one scope each count without the others, so a
-// scope may pass its quota by the claims it makes at one instant.
-// PostgreSQL needs the parameters of a SELECT list typed; MySQL a FROM
-// before WHERE.
+// scopedInsert is the claim of a scoped key (? placeholders), one
+// statement that checks the scope's counter row (<table>_scopes, see
+// CreateTable) by its primary key — whatever the scope holds — adds the
+// row to it, and inserts nothing when the scope's rows are at the quota or
+// their results at the byte quota (SPEC I5 round 3). Each dialect does it
+// with what it has:
+//
+//   - PostgreSQL: a data-modifying CTE, `WITH c AS (UPDATE <table>_scopes
+//     SET entries = entries + 1 WHERE scope = ? AND entries < ? AND bytes
+//     < ? RETURNING 1) INSERT … SELECT … FROM c`; parameters: scope,
+//     quota, max bytes, then the row. The UPDATE locks the counter row, so
+//     concurrent claims of a scope queue on it and each re-checks the
+//     count the one before it left: the quota is exact. A unique violation
+//     of the INSERT undoes the UPDATE with the statement.
+//   - SQLite: `INSERT … SELECT … FROM <table>_scopes WHERE scope = ? AND
+//     entries < ? AND bytes < ?`; parameters: the row, then scope, quota,
+//     max bytes. The AFTER INSERT trigger counts the row. SQLite runs one
+//     writer at a time, so the check is exact too.
+//   - MySQL refuses a statement whose trigger writes a table the statement
+//     reads (error 1442), so the claim is the plain INSERT of the row and
+//     its BEFORE INSERT trigger does the counted UPDATE, on limits kept in
+//     the counter row (max_entries, max_bytes, set by ensureScope),
+//     raising quotaSignal when the row is missing or full. The UPDATE's
+//     row lock makes it exact.
+//
+// When it inserts nothing (or signals) the scope has no counter row yet or
+// is full; see insertScoped.
 func scopedInsert(d Dialect, t string) string {
-	p := func(typ string) string {
-		if d.Name == Postgres.Name {
-			return "CAST(? AS " + typ + ")"
-		}
-		return "?"
+	cols := "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) "
+	switch d.Name {
+	case MySQL.Name:
+		return cols + "VALUES (?, ?, ?, ?, ?, ?)"
+	case Postgres.Name:
+		// PostgreSQL needs the parameters of a SELECT list typed.
+		return "WITH c AS (UPDATE " + t + "_scopes SET entries = entries + 1 WHERE scope = ? AND entries < ? AND bytes < ? RETURNING 1) " +
+			cols + "SELECT CAST(? AS " + d.KeyType + "), CAST(? AS SMALLINT), CAST(? AS SMALLINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS " + d.KeyType + ") FROM c"
 	}
-	from := ""
-	if d.Name == MySQL.Name {
-		from = " FROM DUAL"
-	}
-	return "INSERT INTO " + t + " (id, kind, state, fence, expires_at, scope) SELECT " +
-		p(d.KeyType) + ", " + p("SMALLINT") + ", " + p("SMALLINT") + ", " + p("BIGINT") + ", " + p("BIGINT") + ", " + p(d.KeyType) +
-		from + " WHERE (SELECT COUNT(*) < ? AND COALESCE(SUM(size), 0) < ? FROM " + t + " WHERE scope = ? AND expires_at > ?)"
+	return cols + "SELECT ?, ?, ?, ?, ?, ? FROM " + t + "_scopes WHERE scope = ? AND entries < ? AND bytes < ?"
 }
 
-// CreateTable creates the dedup table, and its scope index, if they do not
-// exist. A table created before SPEC I5 round 3 lacks the scope and size
-// columns and the index; add them by migration:
+// quotaSignal is the message of the MySQL claim trigger's SIGNAL when a
+// scope has no counter row or is at a quota.
+const quotaSignal = "sqlstore: scope over its quota"
+
+// ensureScope is the statement that creates a scope's counter row, empty,
+// unless it exists; on MySQL it also sets the row's limits to the store's
+// (the claim trigger reads them there).
+func ensureScope(d Dialect, t string) string {
+	if d.Name == MySQL.Name {
+		return "INSERT INTO " + t + "_scopes (scope, entries, bytes, max_entries, max_bytes) VALUES (?, 0, 0, ?, ?)" +
+			" ON DUPLICATE KEY UPDATE max_entries = VALUES(max_entries), max_bytes = VALUES(max_bytes)"
+	}
+	return "INSERT INTO " + t + "_scopes (scope, entries, bytes) VALUES (?, 0, 0) ON CONFLICT (scope) DO NOTHING"
+}
+
+// CreateTable creates, unless they exist, the dedup table, the scope
+// counter table <table>_scopes and the triggers that keep
+// it (SPEC I5 round 3):
+//
+//	<table>_scopes (scope <KeyType> PRIMARY KEY, entries BIGINT, bytes BIGINT)
+//
+// holds, per scope, the number of dedup rows with that scope — live or
+// expired but not yet deleted — and the sum of their size column. Row
+// triggers on the dedup table (after DELETE and UPDATE of size; and
+// INSERT on SQLite and MySQL, where PostgreSQL's claim statement counts
+// its row itself) keep it in the same statement as the change, so every
+// path that removes a row or changes its size — Complete, Release,
+// Consume, the overwrite of an expired row, the cleanup of a lost claim,
+// Purge, a DELETE from cron — keeps it right without knowing of it. A
+// scoped claim checks the quota by reading that one row instead of
+// counting the scope's rows (see scopedInsert in the source). Counter rows are
+// never deleted: one row of about 50 bytes per scope ever seen.
+//
+// There is no index on scope: a scope's rows are found, when a full scope
+// needs its expired rows deleted, by a range of the primary key, since a
+// scoped key starts with its scope (idem.ScopedKey).
+//
+// Migration. A table created before SPEC I5 round 3 lacks the scope and
+// size columns; add them first:
 //
 //	ALTER TABLE idem_dedup ADD COLUMN scope <KeyType> NULL;
 //	ALTER TABLE idem_dedup ADD COLUMN size BIGINT NOT NULL DEFAULT 0;
-//	CREATE INDEX idem_dedup_scope ON idem_dedup (scope, expires_at, size)
-//		WHERE scope IS NOT NULL; -- MySQL: without WHERE
+//
+// A table created by an earlier round-3 build has them, and an index
+// idem_dedup_scope that nothing reads any more: drop it (DROP INDEX
+// idem_dedup_scope; MySQL: ... ON idem_dedup), it costs every scoped claim
+// an index write. For both, CreateTable adds the counter table and
+// the triggers and counts the rows already there into it, per scope that
+// has no counter row yet (one pass over the table's scoped rows, at every
+// CreateTable; it adds nothing once every scope has its row). Run it while no store writes the table, as any
+// migration: a row written between the triggers' creation and the count
+// would be counted twice. On PostgreSQL CreateTable also creates the
+// trigger function <table>_scope_count; MySQL/MariaDB with binary logging
+// needs the TRIGGER privilege and log_bin_trust_function_creators (or
+// SUPER) to create triggers.
 func (s *Store) CreateTable(ctx context.Context) error {
-	name := s.table[strings.LastIndexByte(s.table, '.')+1:] + "_scope"
-	inline := ""
-	if s.d.Name == MySQL.Name {
-		inline = ",\n\tINDEX " + name + " (scope, expires_at, size)"
-	}
-	_, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+s.table+` (
-	id `+s.d.KeyType+` NOT NULL,
+	base := s.table[strings.LastIndexByte(s.table, '.')+1:]
+	stmts := []string{"CREATE TABLE IF NOT EXISTS " + s.table + ` (
+	id ` + s.d.KeyType + ` NOT NULL,
 	kind SMALLINT NOT NULL,
 	state SMALLINT NOT NULL,
 	fence BIGINT NOT NULL,
 	expires_at BIGINT NOT NULL,
-	result `+s.d.BlobType+`,
-	scope `+s.d.KeyType+` NULL,
+	result ` + s.d.BlobType + `,
+	scope ` + s.d.KeyType + ` NULL,
 	size BIGINT NOT NULL DEFAULT 0,
-	PRIMARY KEY (id, kind)`+inline+`
-)`)
-	if err == nil && inline == "" {
-		// Partial: rows without a scope (most, in a single-tenant
-		// service) cost their INSERT no index entry.
-		_, err = s.db.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS "+name+" ON "+s.table+" (scope, expires_at, size) WHERE scope IS NOT NULL")
+	PRIMARY KEY (id, kind)
+)`}
+	limits, opts := "", ""
+	switch s.d.Name {
+	case MySQL.Name:
+		limits = ",\n\tmax_entries BIGINT NOT NULL DEFAULT 0,\n\tmax_bytes BIGINT NOT NULL DEFAULT 0"
+	case SQLite.Name:
+		// One B-tree keyed by scope, not a rowid table and an index
+		// on scope: each claim reads and updates its row by one seek.
+		opts = " WITHOUT ROWID"
 	}
-	if err != nil {
-		return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
+	stmts = append(stmts, "CREATE TABLE IF NOT EXISTS "+s.table+"_scopes (\n\tscope "+s.d.KeyType+
+		" NOT NULL PRIMARY KEY,\n\tentries BIGINT NOT NULL,\n\tbytes BIGINT NOT NULL"+limits+"\n)"+opts)
+	stmts = append(stmts, s.triggers(base)...)
+	seed := "INSERT INTO " + s.table + "_scopes (scope, entries, bytes) SELECT scope, COUNT(*), COALESCE(SUM(size), 0) FROM " +
+		s.table + " WHERE scope IS NOT NULL GROUP BY scope"
+	if s.d.Name == MySQL.Name {
+		seed = "INSERT IGNORE" + seed[len("INSERT"):]
+	} else {
+		seed += " ON CONFLICT (scope) DO NOTHING"
+	}
+	stmts = append(stmts, seed)
+	for _, q := range stmts {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
+		}
 	}
 	return nil
+}
+
+// triggers returns the statements creating the row triggers that keep
+// <table>_scopes equal to the dedup table's rows per scope: an insert adds
+// one entry and its size (SQLite; MySQL, with the quota check; not
+// PostgreSQL, whose claim statement does it), a delete takes them back, an
+// update of size adds the difference. base is the table's name without
+// its schema.
+func (s *Store) triggers(base string) []string {
+	t, c := s.table, s.table+"_scopes"
+	ins := "UPDATE " + c + " SET entries = entries + 1, bytes = bytes + NEW.size WHERE scope = NEW.scope"
+	del := "UPDATE " + c + " SET entries = entries - 1, bytes = bytes - OLD.size WHERE scope = OLD.scope"
+	upd := "UPDATE " + c + " SET bytes = bytes + NEW.size - OLD.size WHERE scope = NEW.scope"
+	switch s.d.Name {
+	case Postgres.Name:
+		fn := t + "_scope_count"
+		// No INSERT trigger: the claim's CTE counts the row itself.
+		body := "CREATE OR REPLACE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $fn$\nBEGIN\n" +
+			"\tIF TG_OP = 'DELETE' THEN\n\t\t" + del + ";\n" +
+			"\tELSE\n\t\t" + upd + ";\n\tEND IF;\n\tRETURN NULL;\nEND\n$fn$"
+		trg := func(suffix, event, when string) string {
+			return "CREATE OR REPLACE TRIGGER " + base + suffix + " AFTER " + event + " ON " + t +
+				" FOR EACH ROW WHEN (" + when + ") EXECUTE FUNCTION " + fn + "()"
+		}
+		return []string{body,
+			trg("_scope_del", "DELETE", "OLD.scope IS NOT NULL"),
+			trg("_scope_upd", "UPDATE OF size", "NEW.scope IS NOT NULL AND NEW.size <> OLD.size")}
+	case MySQL.Name:
+		trg := func(suffix, event, when, stmt string) string {
+			return "CREATE TRIGGER IF NOT EXISTS " + t + suffix + " " + event + " ON " + t +
+				" FOR EACH ROW BEGIN IF " + when + " THEN " + stmt + "; END IF; END"
+		}
+		check := ins + " AND entries < max_entries AND bytes < max_bytes; IF ROW_COUNT() = 0 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" +
+			quotaSignal + "'; END IF"
+		return []string{
+			trg("_scope_ins", "BEFORE INSERT", "NEW.scope IS NOT NULL", check),
+			trg("_scope_del", "AFTER DELETE", "OLD.scope IS NOT NULL", del),
+			trg("_scope_upd", "AFTER UPDATE", "NEW.scope IS NOT NULL AND NEW.size <> OLD.size", upd)}
+	}
+	// SQLite: the trigger may be schema-qualified, but its table and the
+	// statements in its body may not.
+	q := s.table[:len(s.table)-len(base)]
+	trg := func(suffix, event, when, stmt string) string {
+		return "CREATE TRIGGER IF NOT EXISTS " + q + base + suffix + " AFTER " + event + " ON " + base +
+			" FOR EACH ROW WHEN " + when + " BEGIN " + strings.Replace(stmt, c, base+"_scopes", 1) + "; END"
+	}
+	return []string{
+		trg("_scope_ins", "INSERT", "NEW.scope IS NOT NULL", ins),
+		trg("_scope_del", "DELETE", "OLD.scope IS NOT NULL", del),
+		trg("_scope_upd", "UPDATE OF size", "NEW.scope IS NOT NULL AND NEW.size <> OLD.size", upd)}
 }
 
 // scopeOf returns the scope of a key made by idem.ScopedKey, and false for
@@ -285,23 +420,16 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 	scope, scoped := s.scopeOf(key)
 	for attempt := 0; ; attempt++ {
 		now := s.nowMillis()
-		var res sql.Result
 		var err error
 		if scoped {
-			res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), now+ms, scope,
-				s.quota, s.maxBytes, scope, now)
+			err = s.insertScoped(ctx, id, kind, state, fence, now+ms, scope, now)
+			if errors.Is(err, idem.ErrQuota) {
+				return false, err
+			}
 		} else {
 			_, err = s.db.ExecContext(ctx, s.qInsert, id, kind, state, int64(fence), now+ms)
 		}
 		if err == nil {
-			if scoped {
-				if n, err := res.RowsAffected(); err != nil || n == 0 {
-					if err != nil {
-						return false, fmt.Errorf("sqlstore: %s: %w", op, err)
-					}
-					return false, idem.ErrQuota
-				}
-			}
 			return true, nil
 		}
 		if !s.d.isUnique(err) {
@@ -316,13 +444,83 @@ func (s *Store) insert(ctx context.Context, op string, key []byte, kind, state i
 		if attempt > 0 {
 			return false, nil
 		}
-		res, err = s.db.ExecContext(ctx, s.qDeleteExpired, id, kind, now)
+		res, err := s.db.ExecContext(ctx, s.qDeleteExpired, id, kind, now)
 		n, err := rowsAffected(op, res, err)
 		if err != nil {
 			return false, err
 		}
 		if n == 0 {
 			return false, nil // a live row holds the key
+		}
+	}
+}
+
+// insertScoped inserts the row of a scoped key if its scope is under its
+// quotas: one statement when the scope has its counter row and room
+// (SPEC I5 round 3). When that inserts nothing, the scope has no counter
+// row yet or is full; the row is then created and the scope's expired
+// rows deleted (their triggers give their entries and bytes back, so an
+// expired row counts against the quota only until a claim needs its
+// place), and the insert is tried once more if either changed anything.
+// It returns idem.ErrQuota when the scope is full of live rows, and the
+// driver's error unwrapped (a unique violation is the caller's to handle).
+func (s *Store) insertScoped(ctx context.Context, id []byte, kind, state int, fence idem.Fence, expires int64, scope []byte, now int64) error {
+	mysql := s.d.Name == MySQL.Name
+	for freed := false; ; freed = true {
+		var res sql.Result
+		var err error
+		if mysql {
+			res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), expires, scope)
+			if err != nil && !strings.Contains(err.Error(), quotaSignal) {
+				return err
+			}
+		} else {
+			if s.d.Name == Postgres.Name {
+				res, err = s.db.ExecContext(ctx, s.qInsertScoped, scope, s.quota, s.maxBytes,
+					id, kind, state, int64(fence), expires, scope)
+			} else {
+				res, err = s.db.ExecContext(ctx, s.qInsertScoped, id, kind, state, int64(fence), expires, scope,
+					scope, s.quota, s.maxBytes)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err == nil {
+			if n, err := res.RowsAffected(); err != nil || n > 0 {
+				return err
+			}
+		}
+		if freed {
+			return idem.ErrQuota
+		}
+		if mysql {
+			res, err = s.db.ExecContext(ctx, s.qEnsureScope, scope, s.quota, s.maxBytes)
+		} else {
+			res, err = s.db.ExecContext(ctx, s.qEnsureScope, scope)
+		}
+		if err != nil {
+			return err
+		}
+		created, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		// The scope's rows by the primary key's range of keys starting
+		// with scope and the separator (ScopedKey); scope = ? drops those
+		// of a longer scope that starts the same.
+		lo := append(append(make([]byte, 0, len(scope)+1), scope...), idem.ScopeSeparator)
+		hi := append(append(make([]byte, 0, len(scope)+1), scope...), idem.ScopeSeparator+1)
+		res, err = s.db.ExecContext(ctx, s.qPurgeScope, lo, hi, scope, now)
+		if err != nil {
+			return err
+		}
+		purged, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if created+purged == 0 {
+			return idem.ErrQuota
 		}
 	}
 }
