@@ -27,7 +27,8 @@ type zone struct {
 	route atomic.Pointer[route]
 	conf  atomic.Pointer[Conf] // nil until a conf:// element arrives
 	seq   atomic.Uint64        // sequence counter
-	rr    atomic.Uint32        // round-robin position (SPEC R13, "ordinary balancing")
+	rr    atomic.Uint32        // re-sends' round-robin position (SPEC R13, "ordinary balancing")
+	first atomic.Uint32        // first sends' own round robin: re-sends never move it (SPEC §7 R13 round 3)
 
 	guard *budget.Budget // the storm guard over the zone's reads (SPEC R19); nil: off
 
