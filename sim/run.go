@@ -188,6 +188,9 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 			return nil, fmt.Errorf("%w: event at %v, want 0..1", ErrInvalidConfig, e.At)
 		}
 	}
+	if sc.Hosts > 0 {
+		opt.Hosts = sc.Hosts
+	}
 	if sc.Churn != nil && opt.Duration < sc.Churn.MinDuration {
 		opt.Duration, opt.Requests = sc.Churn.MinDuration, 0
 	}
