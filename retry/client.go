@@ -241,8 +241,8 @@ type Client struct {
 	// became suspect.
 	suspectNow   atomic.Int64
 	suspectMarks atomic.Uint64
-	malformedRL rateLimit
-	unknownRL   rateLimit
+	malformedRL  rateLimit
+	unknownRL    rateLimit
 
 	pollMu sync.Mutex
 	poll   poller
