@@ -40,12 +40,15 @@ func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
 			return 0, err
 		}
 	}
-	return c.send(zone, req, 0)
+	return c.send(zone, req, 0, 0)
 }
 
 // send is Send for a request whose final result goes to the Do call with
-// waiter number waiter (0: the asynchronous API).
-func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
+// waiter number waiter (0: the asynchronous API). end, if not 0, is the Do
+// caller's deadline in ns since the client's epoch: a read with read retry
+// whose budget would end after it takes the time left as its budget (SPEC
+// §7 R20: its segments are cut from that, and the engine forgets it then).
+func (c *Client) send(zone Zone, req *Request, waiter uint32, end int64) (uint64, error) {
 	if req == nil {
 		return 0, fmt.Errorf("%w: nil request", ErrBadRequest)
 	}
@@ -76,6 +79,11 @@ func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
 		return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	f.now = c.now()
+	if end != 0 && m.kind != kindPlain && end-f.now < int64(m.budget()) {
+		// At least 1 µs: a deadline already past ends the read at its first
+		// timer, with the read retry timeout.
+		m.budgetUs = uint32(max(end-f.now, int64(time.Microsecond)) / int64(time.Microsecond))
+	}
 	if err := f.admit(&m); err != nil {
 		return 0, err
 	}
