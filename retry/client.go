@@ -148,6 +148,10 @@ type Config struct {
 	// probe is one extra attempt of a read that also went to a healthy
 	// proxy (Stats.Probes).
 	ProbeInterval time.Duration
+	// Hedge turns on the adaptive first re-send of simple reads (SPEC R21,
+	// opt-in): see Hedge. The zero value keeps the seed's schedule (R6)
+	// exactly.
+	Hedge Hedge
 	// MaxZones bounds the zones the client serves at once (routes applied,
 	// not removed with RemoveZone); beyond it ApplyRoute refuses a new zone
 	// with ErrTooManyZones (SPEC R22). 0 means DefaultMaxZones; at most the
@@ -206,6 +210,7 @@ type Client struct {
 	guard        *budget.Config // each zone's storm guard (SPEC R19); nil: off
 	maxWaitTotal time.Duration
 	maxWaiting   int
+	hedge        Hedge // Config.Hedge with defaults filled; Percentile 0: off (SPEC R21)
 	probeEvery   int64 // ns between probes of a suspect proxy; 0: proxy health off (SPEC §7 R13 round 3)
 
 	// closeMu lets Close wait for Sends under way: each Send holds it for
@@ -290,6 +295,9 @@ func New(cfg Config) (*Client, error) {
 	if err := checkPoller(&cfg); err != nil {
 		return nil, err
 	}
+	if err := cfg.Hedge.check(); err != nil {
+		return nil, err
+	}
 	c := &Client{
 		tr:          cfg.Transport,
 		log:         cfg.Logger,
@@ -318,6 +326,14 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.clock == nil {
 		c.clock = time.Now
+	}
+	if c.hedge = cfg.Hedge; c.hedge.Percentile > 0 {
+		if c.hedge.Window == 0 {
+			c.hedge.Window = DefaultHedgeWindow
+		}
+		if c.hedge.MinSamples == 0 {
+			c.hedge.MinSamples = DefaultHedgeSamples
+		}
 	}
 	if !cfg.NoProxyHealth {
 		c.probeEvery = int64(DefaultProbeInterval)

@@ -118,9 +118,12 @@ func (f *flight) resend(base int64) {
 	m.retries++
 	r, n := int(m.retries), int(m.max)
 	budget := m.budget()
-	if m.kind == kindSimple {
+	switch {
+	case m.kind == kindSimple && m.flags&flagHedged != 0:
+		m.deadline = base + hedgedSegment(f.simpleEnd(), base, r, n) // SPEC R21
+	case m.kind == kindSimple:
 		m.deadline = base + int64(segmentEnd(budget, n, r+1)-segmentEnd(budget, n, r))
-	} else {
+	default:
 		m.deadline = base + int64(r+1)*int64(segmentUnit(budget, n))
 	}
 	frame, records, err := f.rebuild(uint16(r))

@@ -150,7 +150,11 @@ func (f *flight) admit(m *ctxMeta) error {
 	case kindPlain:
 		m.deadline = f.now + int64(c.waitTimeout)
 	case kindSimple:
-		m.deadline = f.now + int64(segmentEnd(m.budget(), int(m.max), 1))
+		first, hedged := z.firstSegment(m.budget(), int(m.max))
+		m.deadline = f.now + int64(first)
+		if hedged {
+			m.flags |= flagHedged
+		}
 	default:
 		m.deadline = f.now + int64(segmentUnit(m.budget(), int(m.max)))
 	}
