@@ -212,7 +212,8 @@ func (ws *waiters) put(w *waiter) {
 // time left (SPEC R6, R10), so it hedges within the caller's patience, and
 // the engine ends it, with ResultReadRetryTimeout (ErrReadRetryTimeout)
 // when no attempt answered, and forgets it at that deadline (SPEC §7 R20).
-// The deadline is read on Config.Clock's time line.
+// The deadline is read on Config.Clock's time line; the budget it gives is
+// at least 5 ms per unit x (30 ms for MaxRetries 2).
 //
 // ctx bounds the wait: a context already done sends nothing; one that ends
 // while the request is in flight makes Do return at once with an error

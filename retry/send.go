@@ -80,15 +80,23 @@ func (c *Client) send(zone Zone, req *Request, waiter uint32, end int64) (uint64
 	}
 	f.now = c.now()
 	if end != 0 && m.kind != kindPlain && end-f.now < int64(m.budget()) {
-		// At least 1 µs: a deadline already past ends the read at its first
-		// timer, with the read retry timeout.
-		m.budgetUs = uint32(max(end-f.now, int64(time.Microsecond)) / int64(time.Microsecond))
+		// At least minDeadlineUnit per unit x: the first timer must not come
+		// before the sender has published its handle (sendFirst), which a
+		// deadline microseconds away would make routine rather than a
+		// stalled sender's accident. The caller's context still ends Do on
+		// time; the engine keeps the read that much longer at most.
+		left := max(end-f.now, int64(minDeadlineUnit)*int64(triangle(int(m.max)+1)))
+		m.budgetUs = uint32(min(left, int64(m.budget())) / int64(time.Microsecond))
 	}
 	if err := f.admit(&m); err != nil {
 		return 0, err
 	}
 	return f.sendFirst(&m, bb.B, req, conf)
 }
+
+// minDeadlineUnit is the shortest first segment x a Do's deadline may cut a
+// read's budget to (SPEC §7 R20): 5 ms, so 30 ms for MaxRetries 2.
+const minDeadlineUnit = 5 * time.Millisecond
 
 // classify decides a request's kind (SPEC R3, R4): a read with read retry
 // if its class has a budget and the zone's configuration lists its command,

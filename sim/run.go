@@ -40,6 +40,9 @@ type Options struct {
 	SimpleBudget, ComplexBudget time.Duration
 	// MaxRetries is the zone's ReadRetryMaxCnt (SPEC R5); 0 means 2.
 	MaxRetries int
+	// Hedge is the retry-on engine's Config.Hedge (SPEC R21, the adaptive
+	// first re-send); the zero value keeps the seed's schedule.
+	Hedge retry.Hedge
 	// WaitTimeout is the engine's wait for requests without read retry;
 	// 0 means 1 s.
 	WaitTimeout time.Duration
@@ -543,7 +546,11 @@ func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int, polle
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout, Poller: poller})
+	cfg := retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout, Poller: poller}
+	if on {
+		cfg.Hedge = opt.Hedge
+	}
+	c, err := retry.New(cfg)
 	if err != nil {
 		_ = tr.Close()
 		return nil, nil, err
