@@ -215,6 +215,11 @@ func runOne(ctx context.Context, sc sim.Scenario, opt sim.Options, k kind, child
 		}
 	}()
 
+	// Two collections: what the previous client left in sync.Pools (its
+	// victim caches) is freed only by the second, and would otherwise be
+	// freed during this client's run and counted against it (a negative
+	// figure for the client measured after readretry-do).
+	runtime.GC()
 	runtime.GC()
 	base := sim.ReadUsage()
 	start := time.Now()
