@@ -150,9 +150,23 @@ func TestR13ProbeRestoresProxy(t *testing.T) {
 	}
 	f.tr.SetHandler(px[0], retrytest.Serve(retrytest.Data{}, 0)) // back
 	f.tr.Sent()
+	var fin []got
 	for i := 0; i < 40; i++ { // 2 s: the probe interval has passed
 		f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k")})
-		f.step(50*time.Millisecond, f.clock.Now())
+		fin = append(fin, finals(f.step(50*time.Millisecond, f.clock.Now()))...)
+	}
+	// Exactly once (SPEC R7, R12): one final per read, the probe's copy of
+	// the answer dropped as a duplicate; attempts within 1 + MaxRetries.
+	if len(fin) != 40 {
+		t.Fatalf("%d final results for 40 reads", len(fin))
+	}
+	for _, g := range fin {
+		if g.result != retry.ResultOK || g.attempts > 3 {
+			t.Fatalf("read: result %d after %d attempts", g.result, g.attempts)
+		}
+	}
+	if st := f.stats(); st.Probes != 1 || st.DuplicatesDropped != 1 {
+		t.Fatalf("probes %d, duplicates dropped %d; want the one probe's answer dropped", st.Probes, st.DuplicatesDropped)
 	}
 	if cs := f.c.ClientStats(); cs.SuspectProxies != 0 {
 		t.Fatalf("after the proxy answered a probe: %+v, want none suspect", cs)
