@@ -13,8 +13,17 @@ import (
 // batches and index reads allocates nothing per request once warm (SPEC §5):
 // the frame pools keep one size class each, the tables and wheels reuse
 // their slabs. (Not under -race, which allocates on its own.)
-func TestSteadyStateAllocs(t *testing.T) {
-	c := benchClient(t, true, 10)
+func TestSteadyStateAllocs(t *testing.T) { steadyAllocs(t, benchClient(t, true, 10)) }
+
+// TestSteadyStateAllocsHedge: the same with Config.Hedge on — recording
+// each answer's latency in the zone's histogram and reading the estimate at
+// each send allocate nothing (SPEC R21).
+func TestSteadyStateAllocsHedge(t *testing.T) {
+	c, _, _ := servingClientWith(t, retry.Config{Poller: retry.PollHand, Hedge: retry.Hedge{Percentile: 0.95}}, 10, "a", "b", "c")
+	steadyAllocs(t, c)
+}
+
+func steadyAllocs(t *testing.T, c *retry.Client) {
 	reqs := []retry.Request{
 		{Command: wire.CmdGet, Key: []byte("user:1"), UserBuffer: make([]byte, 16)},
 		{Command: wire.CmdBatchGet, Keys: batchKeys(100), UserBuffer: make([]byte, 16)},

@@ -136,6 +136,10 @@ func (f *flight) onSimple(pkt wire.Response) bool {
 		f.onRetryCode(pkt)
 		return false
 	}
+	if h := f.z.hedge; h != nil {
+		// SPEC R21: the read's first-answer latency, from its first send.
+		h.record(f.c, f.now-(f.simpleEnd()-int64(f.m.budget())), f.now)
+	}
 	f.respond(pkt, res, false, nil, pkt.RecordCount())
 	return true
 }

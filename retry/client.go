@@ -63,6 +63,11 @@ const (
 	// about zones without end from growing without end (SPEC R22).
 	DefaultMaxZones = 1 << 16
 
+	// DefaultProbeInterval is Config.ProbeInterval's default (SPEC §7 R13
+	// round 3): a dark proxy costs one copied attempt per second, and a
+	// proxy back from the dark is trusted again within about a second.
+	DefaultProbeInterval = time.Second
+
 	counterBits = 40
 	counterMask = 1<<counterBits - 1
 )
@@ -131,6 +136,22 @@ type Config struct {
 	// returns ErrTooManyRequests. 0 means DefaultMaxWaiting; at most the
 	// constant MaxWaitingPerZone.
 	MaxWaitingPerZone int
+	// NoProxyHealth turns proxy health off (SPEC §7 R13 round 3): first
+	// sends then take every available proxy in turn, as the seed's ordinary
+	// balancing, and re-sends ignore health. With health on (the default) a
+	// proxy whose latest attempt timed out or could not be sent is suspect:
+	// first sends skip it while a healthy proxy is available, and one read
+	// per ProbeInterval probes it with a copy (see ClientStats).
+	NoProxyHealth bool
+	// ProbeInterval is the least time between two probes of one suspect
+	// proxy; 0 means DefaultProbeInterval, at most MaxWaitTimeout. Each
+	// probe is one extra attempt of a read that also went to a healthy
+	// proxy (Stats.Probes).
+	ProbeInterval time.Duration
+	// Hedge turns on the adaptive first re-send of simple reads (SPEC R21,
+	// opt-in): see Hedge. The zero value keeps the seed's schedule (R6)
+	// exactly.
+	Hedge Hedge
 	// MaxZones bounds the zones the client serves at once (routes applied,
 	// not removed with RemoveZone); beyond it ApplyRoute refuses a new zone
 	// with ErrTooManyZones (SPEC R22). 0 means DefaultMaxZones; at most the
@@ -189,6 +210,8 @@ type Client struct {
 	guard        *budget.Config // each zone's storm guard (SPEC R19); nil: off
 	maxWaitTotal time.Duration
 	maxWaiting   int
+	hedge        Hedge // Config.Hedge with defaults filled; Percentile 0: off (SPEC R21)
+	probeEvery   int64 // ns between probes of a suspect proxy; 0: proxy health off (SPEC §7 R13 round 3)
 
 	// closeMu lets Close wait for Sends under way: each Send holds it for
 	// reading (reader-biased, so senders on many cores do not contend) and
@@ -219,8 +242,12 @@ type Client struct {
 	// do not parse (ClientStats).
 	malformed   atomic.Uint64
 	unknownZone atomic.Uint64
-	malformedRL rateLimit
-	unknownRL   rateLimit
+	// Proxy health (health.go): proxies suspect now, and times a proxy
+	// became suspect.
+	suspectNow   atomic.Int64
+	suspectMarks atomic.Uint64
+	malformedRL  rateLimit
+	unknownRL    rateLimit
 
 	pollMu sync.Mutex
 	poll   poller
@@ -246,8 +273,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Transport == nil {
 		return nil, fmt.Errorf("%w: Config.Transport is nil", ErrInvalidConfig)
 	}
-	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitTotal < 0 || cfg.PollInterval < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 {
-		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitTotal, PollInterval, MaxWaitingPerZone or Shards", ErrInvalidConfig)
+	if cfg.Tick < 0 || cfg.WaitTimeout < 0 || cfg.MaxWaitTotal < 0 || cfg.PollInterval < 0 || cfg.MaxWaitingPerZone < 0 || cfg.Shards < 0 || cfg.ProbeInterval < 0 {
+		return nil, fmt.Errorf("%w: negative Tick, WaitTimeout, MaxWaitTotal, PollInterval, MaxWaitingPerZone, Shards or ProbeInterval", ErrInvalidConfig)
+	}
+	if cfg.ProbeInterval > MaxWaitTimeout {
+		return nil, fmt.Errorf("%w: ProbeInterval %v above %v", ErrInvalidConfig, cfg.ProbeInterval, MaxWaitTimeout)
 	}
 	if cfg.MaxZones < 0 || cfg.MaxZones > MaxZones {
 		return nil, fmt.Errorf("%w: MaxZones %d outside [0, %d]", ErrInvalidConfig, cfg.MaxZones, MaxZones)
@@ -263,6 +293,9 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: Shards %d is not a power of two up to %d", ErrInvalidConfig, cfg.Shards, ctxtable.MaxShards)
 	}
 	if err := checkPoller(&cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Hedge.check(); err != nil {
 		return nil, err
 	}
 	c := &Client{
@@ -293,6 +326,20 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.clock == nil {
 		c.clock = time.Now
+	}
+	if c.hedge = cfg.Hedge; c.hedge.Percentile > 0 {
+		if c.hedge.Window == 0 {
+			c.hedge.Window = DefaultHedgeWindow
+		}
+		if c.hedge.MinSamples == 0 {
+			c.hedge.MinSamples = DefaultHedgeSamples
+		}
+	}
+	if !cfg.NoProxyHealth {
+		c.probeEvery = int64(DefaultProbeInterval)
+		if cfg.ProbeInterval > 0 {
+			c.probeEvery = int64(cfg.ProbeInterval)
+		}
 	}
 	if c.tick == 0 {
 		c.tick = timerwheel.DefaultTick
@@ -395,12 +442,19 @@ type ClientStats struct {
 	// zone (each is also counted in its zone's MalformedPackets when its
 	// header names one). Logged as MsgMalformedPacket, rate-limited.
 	MalformedFrames uint64
+	// SuspectProxies is the number of proxies suspect now (SPEC §7 R13
+	// round 3): their latest attempt timed out or could not be sent and no
+	// frame from them has parsed since. Always 0 with Config.NoProxyHealth.
+	SuspectProxies int64
+	// SuspectMarks counts the times a healthy proxy became suspect.
+	SuspectMarks uint64
 }
 
 // ClientStats returns the client-wide counters (SPEC R17); Stats gives a
 // zone's.
 func (c *Client) ClientStats() ClientStats {
-	return ClientStats{UnknownZoneFrames: c.unknownZone.Load(), MalformedFrames: c.malformed.Load()}
+	return ClientStats{UnknownZoneFrames: c.unknownZone.Load(), MalformedFrames: c.malformed.Load(),
+		SuspectProxies: c.suspectNow.Load(), SuspectMarks: c.suspectMarks.Load()}
 }
 
 // InFlight returns how many requests a zone tracks now (with and without a

@@ -207,6 +207,14 @@ func (ws *waiters) put(w *waiter) {
 // ErrUnknownZone, ErrBadRequest, ErrNoProxy, ErrTooManyRequests) come back
 // unchanged, with nothing sent.
 //
+// A context deadline that falls before the read's first send + T (its class
+// budget, SPEC R1) becomes the read's budget: its re-sends are cut from the
+// time left (SPEC R6, R10), so it hedges within the caller's patience, and
+// the engine ends it, with ResultReadRetryTimeout (ErrReadRetryTimeout)
+// when no attempt answered, and forgets it at that deadline (SPEC §7 R20).
+// The deadline is read on Config.Clock's time line; the budget it gives is
+// at least 5 ms per unit x (30 ms for MaxRetries 2).
+//
 // ctx bounds the wait: a context already done sends nothing; one that ends
 // while the request is in flight makes Do return at once with an error
 // wrapping ctx.Err(), and res untouched. The engine keeps the request until
@@ -230,8 +238,14 @@ func (c *Client) Do(ctx context.Context, zone Zone, req *Request, res *Result) e
 	if err != nil {
 		return err
 	}
+	var end int64
+	if dl, ok := ctx.Deadline(); ok {
+		// SPEC §7 R20: the caller's deadline, on the client's clock, is the
+		// request's budget when it comes before first send + T.
+		end = max(int64(dl.Sub(c.epoch)), 1)
+	}
 	w := c.waiters.take()
-	if _, err := c.send(zone, req, w.id); err != nil {
+	if _, err := c.send(zone, req, w.id, end); err != nil {
 		if !w.state.CompareAndSwap(waitPending, waitDone) {
 			<-w.ch // Close ended the waiter meanwhile: take its wake-up
 		}

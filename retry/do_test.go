@@ -138,21 +138,23 @@ func silentClient(t *testing.T) (*retry.Client, *retrytest.Transport, []retry.Pr
 	return c, tr, px
 }
 
-// TestR20DoContext: a context deadline shorter than the read retry budget
+// TestR20DoContext: a context cancelled before the read retry budget ends
 // is honoured: Do returns with the context's error long before the budget;
 // the engine keeps the request to its own end, drops its late answer and
-// counts it; nothing leaks (goroutines, table, wheel).
+// counts it; nothing leaks (goroutines, table, wheel). (A deadline would
+// become the read's budget, SPEC §7 R20: TestR20DeadlineIsBudget.)
 func TestR20DoContext(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c, tr, _ := silentClient(t)
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	time.AfterFunc(20*time.Millisecond, cancel)
 	start := time.Now()
 	var res retry.Result
 	err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}, &res)
-	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took >= 300*time.Millisecond {
-		t.Fatalf("Do returned %v after %v, want the deadline before the 300 ms budget", err, took)
+	if took := time.Since(start); !errors.Is(err, context.Canceled) || took >= 300*time.Millisecond {
+		t.Fatalf("Do returned %v after %v, want the cancel before the 300 ms budget", err, took)
 	}
 	if res.Len() != 0 || res.Code() != 0 {
 		t.Fatal("res was written after the caller left")
@@ -510,9 +512,12 @@ func TestR20AbandonedWaiterNotReused(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c, tr, px := silentClient(t)
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	// Cancelled, not timed out: a deadline would become A's budget (SPEC §7
+	// R20) and end A in the engine too; a cancel leaves it in flight.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("A")}, nil); !errors.Is(err, context.DeadlineExceeded) {
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if err := c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("A")}, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("first Do: %v", err)
 	}
 	sentA := tr.Sent()
@@ -551,8 +556,9 @@ func TestR20AbandonedWaiterNotReused(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			time.AfterFunc(10*time.Millisecond, cancel)
 			tr.SetHandler(px[0], nil)
 			_ = c.Do(ctx, testZone, &retry.Request{Command: wire.CmdGet, Key: []byte("C")}, nil)
 		}()

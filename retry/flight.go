@@ -60,6 +60,7 @@ const (
 	flagHeld                       // the poller holds an answer for it (SPEC R8, R8b; hold.go)
 	flagNoResend                   // the storm guard refused a re-send: no more are tried (SPEC R19)
 	flagFailed                     // records with a listed code were delivered as they are (SPEC R8b, R17 round 3)
+	flagHedged                     // a simple read whose first re-send was moved earlier (SPEC R21, hedge.go)
 )
 
 func (m *ctxMeta) done() bool { return m.flags&flagDone != 0 }

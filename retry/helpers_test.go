@@ -102,7 +102,13 @@ func newFixture(t testing.TB, proxies []retry.Proxy, collect string) *fixture {
 // hand: Poller is PollHand).
 func newFixtureWith(t testing.TB, proxies []retry.Proxy, collect string, cfg retry.Config) *fixture {
 	t.Helper()
-	f := &fixture{t: t, tr: retrytest.NewTransport(), clock: newFakeClock(), logs: &captureHandler{}, px: proxies}
+	return newFixtureOn(t, newFakeClock(), proxies, collect, cfg)
+}
+
+// newFixtureOn is newFixtureWith on the given fake clock.
+func newFixtureOn(t testing.TB, clock *fakeClock, proxies []retry.Proxy, collect string, cfg retry.Config) *fixture {
+	t.Helper()
+	f := &fixture{t: t, tr: retrytest.NewTransport(), clock: clock, logs: &captureHandler{}, px: proxies}
 	f.tr.SetLog(true)
 	cfg.Transport, cfg.Clock, cfg.Logger, cfg.WaitTimeout, cfg.Shards = f.tr, f.clock.Now, slog.New(f.logs), 5*time.Second, 4
 	cfg.Poller = retry.PollHand

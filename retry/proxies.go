@@ -51,11 +51,14 @@ type proxyInfo struct {
 	load *proxyLoad // attempts in flight; a new one each time the ID is given out
 }
 
-// proxyLoad is a proxy's count of attempts in flight, alone on its cache
-// line so that senders to different proxies do not share one.
+// proxyLoad is a proxy's count of attempts in flight and its health (SPEC
+// §7 R13 round 3, health.go), alone on their cache line so that senders to
+// different proxies do not share one. A new one is made each time the ID is
+// given out, so a reused ID starts healthy with nothing in flight.
 type proxyLoad struct {
 	attempts atomic.Int64
-	_        [56]byte
+	health   proxyHealth
+	_        [40]byte
 }
 
 // proxySlot is the registry's state of one ProxyID.
@@ -257,6 +260,7 @@ func (c *Client) reapProxies() {
 			kept = append(kept, id)
 		default:
 			*s = proxySlot{}
+			c.forget(&infos[id].load.health)
 			p := infos[id].p
 			if r.byAddr[p] == id {
 				delete(r.byAddr, p)

@@ -30,8 +30,7 @@ func (p *poller) onFire(id uint64) {
 func (f *flight) onDeadline() {
 	m := f.m
 	for !m.done() {
-		switch {
-		case m.deadline > f.now:
+		if m.deadline > f.now {
 			// Not over yet: the first timer of a request whose earlier
 			// segments were handled here, a complex read whose wait an
 			// accepted packet extended after the timer was set (lazy
@@ -39,6 +38,11 @@ func (f *flight) onDeadline() {
 			// the end of its budget.
 			f.arm()
 			return
+		}
+		if m.kind != kindPlain {
+			f.suspectSilent() // SPEC §7 R13 round 3: the silent attempts' proxies
+		}
+		switch {
 		case m.kind == kindPlain:
 			f.z.stats.waitTimeouts.Add(1)
 			f.finish(ResultWaitRspTimeout)
@@ -114,9 +118,12 @@ func (f *flight) resend(base int64) {
 	m.retries++
 	r, n := int(m.retries), int(m.max)
 	budget := m.budget()
-	if m.kind == kindSimple {
+	switch {
+	case m.kind == kindSimple && m.flags&flagHedged != 0:
+		m.deadline = base + hedgedSegment(f.simpleEnd(), base, r, n) // SPEC R21
+	case m.kind == kindSimple:
 		m.deadline = base + int64(segmentEnd(budget, n, r+1)-segmentEnd(budget, n, r))
-	} else {
+	default:
 		m.deadline = base + int64(r+1)*int64(segmentUnit(budget, n))
 	}
 	frame, records, err := f.rebuild(uint16(r))
@@ -168,6 +175,7 @@ func (f *flight) sendAttempt(frame []byte, records int) {
 		}
 		if err := f.c.tr.Send(id, frame); err != nil {
 			z.stats.sendFailures.Add(1)
+			f.c.suspect(id, f.now)
 			skip.add(id)
 			continue
 		}
@@ -202,14 +210,16 @@ func (s *proxySet) has(id ProxyID) bool {
 
 func (s *proxySet) full() bool { return s.n == len(s.ids) }
 
-// choose picks the proxy for the next attempt of a request whose first
-// ntried attempts went to the proxies in tried (SPEC R13): an available
-// proxy on a host not tried yet; else an untried port on a tried host;
-// else, every available proxy having been tried, the least recently tried
-// one. Among equals it takes the next in round-robin order from the zone's
-// counter. Unavailable proxies and those in skip are passed over; ok is
-// false if none is left. It allocates nothing: routes are short, and a
-// request has at most nine attempts.
+// choose picks the proxy for a re-send of a request whose first ntried
+// attempts went to the proxies in tried (SPEC R13): an available proxy on a
+// host not tried yet, a healthy one before a suspect one (SPEC §7 R13 round
+// 3); else an untried port on a tried host, healthy first; else, every
+// available proxy having been tried, the least recently tried one. Among
+// equals it takes the next in round-robin order from the zone's re-send
+// counter, which first sends never move (chooseFirst has its own).
+// Unavailable proxies and those in skip are passed over; ok is false if
+// none is left. It allocates nothing: routes are short, and a request has
+// at most nine attempts.
 func (c *Client) choose(z *zone, tried ctxScratch, ntried int, skip *proxySet) (ProxyID, bool) {
 	if skip.full() {
 		return 0, false
@@ -221,7 +231,7 @@ func (c *Client) choose(z *zone, tried ctxScratch, ntried int, skip *proxySet) (
 	}
 	infos := *c.proxies.Load()
 	start := int((z.rr.Add(1) - 1) % uint32(n))
-	best, bestRank, bestLast := -1, 3, maxAttempts+1
+	best, bestRank, bestLast := -1, rankTried+1, maxAttempts+1
 	for k := range n {
 		i := start + k
 		if i >= n {
@@ -231,19 +241,21 @@ func (c *Client) choose(z *zone, tried ctxScratch, ntried int, skip *proxySet) (
 		if skip.has(id) || !c.tr.Available(id) {
 			continue
 		}
-		// rank 0: untried host; 1: untried port on a tried host; 2: tried.
-		rank, last := 0, -1
+		rank, last := rankUntriedHost, -1
 		for j := range ntried {
 			t := tried.tried(j)
 			if t == id {
-				rank, last = 2, j
-			} else if rank == 0 && int(t) < len(infos) && infos[t].host == rt.hosts[i] {
-				rank = 1
+				rank, last = rankTried, j
+			} else if rank == rankUntriedHost && int(t) < len(infos) && infos[t].host == rt.hosts[i] {
+				rank = rankUntriedPort
 			}
 		}
-		if rank < bestRank || (rank == 2 && bestRank == 2 && last < bestLast) {
+		if rank != rankTried && c.isSuspect(&infos[id]) {
+			rank++ // a suspect proxy after the healthy ones of its rank
+		}
+		if rank < bestRank || (rank == rankTried && bestRank == rankTried && last < bestLast) {
 			best, bestRank, bestLast = i, rank, last
-			if rank == 0 {
+			if rank == rankUntriedHost {
 				break
 			}
 		}
@@ -252,4 +264,58 @@ func (c *Client) choose(z *zone, tried ctxScratch, ntried int, skip *proxySet) (
 		return 0, false
 	}
 	return rt.ids[best], true
+}
+
+// The ranks of choose, best first: each untried rank has a healthy and a
+// suspect step.
+const (
+	rankUntriedHost = 0 // healthy proxy on an untried host; 1: suspect
+	rankUntriedPort = 2 // healthy untried port on a tried host; 3: suspect
+	rankTried       = 4
+)
+
+// chooseFirst picks the proxy for a request's first attempt (SPEC R13, §7
+// R13 round 3): the next available proxy in the zone's own round robin of
+// first sends, skipping suspect proxies while a healthy one is available
+// (with every available proxy suspect, the next suspect one). With
+// wantProbe, a suspect proxy passed over on the way whose probe is due is
+// claimed for this read's probe and returned as probe (0: none). Proxies in
+// skip are passed over; ok is false if none is available.
+func (c *Client) chooseFirst(z *zone, skip *proxySet, now int64, wantProbe bool) (id, probe ProxyID, ok bool) {
+	if skip.full() {
+		return 0, 0, false
+	}
+	rt := z.route.Load()
+	n := len(rt.ids)
+	if n == 0 {
+		return 0, 0, false
+	}
+	infos := *c.proxies.Load()
+	start := int((z.first.Add(1) - 1) % uint32(n))
+	fallback := -1
+	for k := range n {
+		i := start + k
+		if i >= n {
+			i -= n
+		}
+		id := rt.ids[i]
+		if skip.has(id) || !c.tr.Available(id) {
+			continue
+		}
+		if !c.isSuspect(&infos[id]) {
+			return id, probe, true
+		}
+		if fallback < 0 {
+			fallback = i
+		}
+		if wantProbe && probe == 0 && c.claimProbe(&infos[id].load.health, now) {
+			probe = id
+		}
+	}
+	if fallback < 0 {
+		return 0, 0, false
+	}
+	// No healthy proxy: the read goes to a suspect one, which is a probe of
+	// its own; a slot claimed on the way is not used.
+	return rt.ids[fallback], 0, true
 }

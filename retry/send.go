@@ -40,12 +40,15 @@ func (c *Client) Send(zone Zone, req *Request) (uint64, error) {
 			return 0, err
 		}
 	}
-	return c.send(zone, req, 0)
+	return c.send(zone, req, 0, 0)
 }
 
 // send is Send for a request whose final result goes to the Do call with
-// waiter number waiter (0: the asynchronous API).
-func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
+// waiter number waiter (0: the asynchronous API). end, if not 0, is the Do
+// caller's deadline in ns since the client's epoch: a read with read retry
+// whose budget would end after it takes the time left as its budget (SPEC
+// §7 R20: its segments are cut from that, and the engine forgets it then).
+func (c *Client) send(zone Zone, req *Request, waiter uint32, end int64) (uint64, error) {
 	if req == nil {
 		return 0, fmt.Errorf("%w: nil request", ErrBadRequest)
 	}
@@ -76,11 +79,24 @@ func (c *Client) send(zone Zone, req *Request, waiter uint32) (uint64, error) {
 		return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	f.now = c.now()
+	if end != 0 && m.kind != kindPlain && end-f.now < int64(m.budget()) {
+		// At least minDeadlineUnit per unit x: the first timer must not come
+		// before the sender has published its handle (sendFirst), which a
+		// deadline microseconds away would make routine rather than a
+		// stalled sender's accident. The caller's context still ends Do on
+		// time; the engine keeps the read that much longer at most.
+		left := max(end-f.now, int64(minDeadlineUnit)*int64(triangle(int(m.max)+1)))
+		m.budgetUs = uint32(min(left, int64(m.budget())) / int64(time.Microsecond))
+	}
 	if err := f.admit(&m); err != nil {
 		return 0, err
 	}
 	return f.sendFirst(&m, bb.B, req, conf)
 }
+
+// minDeadlineUnit is the shortest first segment x a Do's deadline may cut a
+// read's budget to (SPEC §7 R20): 5 ms, so 30 ms for MaxRetries 2.
+const minDeadlineUnit = 5 * time.Millisecond
 
 // classify decides a request's kind (SPEC R3, R4): a read with read retry
 // if its class has a budget and the zone's configuration lists its command,
@@ -142,7 +158,11 @@ func (f *flight) admit(m *ctxMeta) error {
 	case kindPlain:
 		m.deadline = f.now + int64(c.waitTimeout)
 	case kindSimple:
-		m.deadline = f.now + int64(segmentEnd(m.budget(), int(m.max), 1))
+		first, hedged := z.firstSegment(m.budget(), int(m.max))
+		m.deadline = f.now + int64(first)
+		if hedged {
+			m.flags |= flagHedged
+		}
 	default:
 		m.deadline = f.now + int64(segmentUnit(m.budget(), int(m.max)))
 	}
@@ -170,12 +190,22 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 	if m.kind == kindPlain {
 		stored = nil
 	}
+	// SPEC §7 R13 round 3: a simple read with a retry left may carry the
+	// probe of a suspect proxy (health.go).
+	mayProbe := c.probeEvery != 0 && m.kind == kindSimple && m.max > 0
+	var probe ProxyID
 	var skip proxySet
 	for {
-		p, ok := c.choose(z, nil, 0, &skip)
+		p, q, ok := c.chooseFirst(z, &skip, f.now, mayProbe && probe == 0)
 		if !ok {
 			f.releaseReservation(m.kind)
 			return 0, ErrNoProxy
+		}
+		if q != 0 && (z.guard == nil || z.guard.TryRetryAt(c.at(f.now))) {
+			probe = q // the storm guard passes the probe like any re-send (SPEC R19)
+		}
+		if probe == p {
+			probe = 0 // no healthy proxy left: the read itself goes to the suspect one
 		}
 		ref, err := z.table.Insert(f.seq, *m, stored, req.UserBuffer, scratchSize(m.kind, m.max, int(m.ncodes), len(req.Keys)))
 		if err != nil {
@@ -187,6 +217,12 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		}
 		f.ref, f.m = ref, ref.Meta()
 		f.initScratch(p, req, conf)
+		if probe != 0 {
+			// The probe is the read's first re-send, out at once: it uses
+			// a retry and is recorded before the context is the poller's.
+			f.m.retries = 1
+			f.addTried(probe)
+		}
 		h, err := z.wheel.ScheduleOffset(time.Duration(m.deadline), timerID(f.seq, 0))
 		if err != nil {
 			// Not reached: the zone's bounds keep the wheel far from full
@@ -199,10 +235,12 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		atomic.CompareAndSwapUint64(&ref.Meta().timer, m.timer, uint64(h))
 		if err := c.tr.Send(p, frame); err != nil {
 			z.stats.sendFailures.Add(1)
+			c.suspect(p, f.now)
 			if !z.wheel.Cancel(h) {
 				// The timer fired while the sender stalled: the poller owns
 				// the request and re-sends it as a lost first attempt.
 				z.stats.countSent(wire.Command(m.cmd), m.kind)
+				f.sendProbe(probe, frame)
 				return f.seq, nil
 			}
 			f.untry()
@@ -213,8 +251,29 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		}
 		z.stats.countSent(wire.Command(m.cmd), m.kind)
 		f.countLoad(wire.Command(m.cmd))
+		f.sendProbe(probe, frame)
 		return f.seq, nil
 	}
+}
+
+// sendProbe sends the copy of a read's first frame to the suspect proxy id
+// as the read's attempt 1 (SPEC §7 R13 round 3), if id is not 0. The
+// context is the poller's by now: only the sender's own frame is read. A
+// probe the transport refuses leaves the proxy suspect; the read, which
+// recorded the attempt, ends by its budget as usual.
+func (f *flight) sendProbe(id ProxyID, frame []byte) {
+	if id == 0 {
+		return
+	}
+	bb := framePools[0].Get()
+	var err error
+	if bb.B, err = wire.AppendResend(bb.B[:0], frame, 1); err == nil {
+		f.z.stats.probes.Add(1)
+		if err = f.c.tr.Send(id, bb.B); err != nil {
+			f.z.stats.sendFailures.Add(1)
+		}
+	}
+	putFrameBuf(bb)
 }
 
 // countLoad deposits a read whose first attempt is out into the zone's

@@ -40,6 +40,7 @@ type zoneCounters struct {
 	doAbandoned        atomic.Uint64
 	abandonedResponses atomic.Uint64
 	sendFailures       atomic.Uint64
+	probes             atomic.Uint64
 	peakContexts       atomic.Int64
 }
 
@@ -110,6 +111,10 @@ type Stats struct {
 	// SendFailures counts Transport.Send errors (each moved the request to
 	// the next proxy).
 	SendFailures uint64
+	// Probes counts copies of reads sent to a suspect proxy as probes
+	// (SPEC §7 R13 round 3): each is an extra attempt of a read that also
+	// went to a healthy proxy, and uses one of its MaxRetries.
+	Probes uint64
 }
 
 func (zc *zoneCounters) snapshot() Stats {
@@ -137,6 +142,7 @@ func (zc *zoneCounters) snapshot() Stats {
 		DoAbandoned:         zc.doAbandoned.Load(),
 		AbandonedResponses:  zc.abandonedResponses.Load(),
 		SendFailures:        zc.sendFailures.Load(),
+		Probes:              zc.probes.Load(),
 	}
 }
 

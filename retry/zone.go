@@ -27,9 +27,11 @@ type zone struct {
 	route atomic.Pointer[route]
 	conf  atomic.Pointer[Conf] // nil until a conf:// element arrives
 	seq   atomic.Uint64        // sequence counter
-	rr    atomic.Uint32        // round-robin position (SPEC R13, "ordinary balancing")
+	rr    atomic.Uint32        // re-sends' round-robin position (SPEC R13, "ordinary balancing")
+	first atomic.Uint32        // first sends' own round robin: re-sends never move it (SPEC §7 R13 round 3)
 
 	guard *budget.Budget // the storm guard over the zone's reads (SPEC R19); nil: off
+	hedge *hedgeEst      // first-answer latency estimate (SPEC R21); nil: Config.Hedge off
 
 	capLog     rateLimit
 	exhaustLog rateLimit
@@ -187,6 +189,9 @@ func (c *Client) newZone(key Zone) (*zone, error) {
 		if z.guard, err = budget.New(gc); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		}
+	}
+	if c.hedge.Percentile > 0 {
+		z.hedge = &hedgeEst{}
 	}
 	z.route.Store(&route{})
 	return z, nil

@@ -40,6 +40,9 @@ type Options struct {
 	SimpleBudget, ComplexBudget time.Duration
 	// MaxRetries is the zone's ReadRetryMaxCnt (SPEC R5); 0 means 2.
 	MaxRetries int
+	// Hedge is the retry-on engine's Config.Hedge (SPEC R21, the adaptive
+	// first re-send); the zero value keeps the seed's schedule.
+	Hedge retry.Hedge
 	// WaitTimeout is the engine's wait for requests without read retry;
 	// 0 means 1 s.
 	WaitTimeout time.Duration
@@ -187,6 +190,9 @@ func run(ctx context.Context, sc Scenario, opt Options, proxyData *Dataset) ([]R
 		if !(e.At >= 0 && e.At <= 1) {
 			return nil, fmt.Errorf("%w: event at %v, want 0..1", ErrInvalidConfig, e.At)
 		}
+	}
+	if sc.Hosts > 0 {
+		opt.Hosts = sc.Hosts
 	}
 	if sc.Churn != nil && opt.Duration < sc.Churn.MinDuration {
 		opt.Duration, opt.Requests = sc.Churn.MinDuration, 0
@@ -540,7 +546,11 @@ func newEngine(opt *Options, fleet FleetControl, on bool, maxContexts int, polle
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := retry.New(retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout, Poller: poller})
+	cfg := retry.Config{Transport: tr, Logger: opt.Logger, WaitTimeout: opt.WaitTimeout, Poller: poller}
+	if on {
+		cfg.Hedge = opt.Hedge
+	}
+	c, err := retry.New(cfg)
 	if err != nil {
 		_ = tr.Close()
 		return nil, nil, err

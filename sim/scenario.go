@@ -21,6 +21,9 @@ type Scenario struct {
 	Base Profile
 	// Events change profiles during the run, in order of At.
 	Events []Event
+	// Hosts, if not 0, is the fleet's number of hosts for the run in place
+	// of Options.Hosts (a scenario whose point is the shape of the zone).
+	Hosts int
 	// MaxContexts is the zone's context cap (SPEC R2) for the run; 0 means
 	// the engine's default.
 	MaxContexts int
@@ -142,6 +145,13 @@ func Scenarios() []Scenario {
 			Events: []Event{{At: 0, Select: HostSel(0), Profile: dark}},
 		},
 		{
+			Name:   "blackhole-two-hosts",
+			About:  "two hosts, one dark: every proxy of host 1 takes requests and never answers (ignores -hosts)",
+			Base:   healthy,
+			Hosts:  2,
+			Events: []Event{{At: 0, Select: HostSel(0), Profile: dark}},
+		},
+		{
 			Name:  "error-codes",
 			About: "5% of answers are -7953 (PROXY_ERR_SWIFT_TIMEOUT)",
 			Base:  with(healthy, func(p *Profile) { p.Error = 0.05 }),
@@ -254,7 +264,7 @@ func settingsEvents() []Event {
 }
 
 // DefaultScenarios are the scenarios rrsim runs with no -scenario flag.
-var DefaultScenarios = []string{"steady", "blackhole-host", "error-codes", "slow-tail", "stream-cut", "flapping", "all-down", "cap", "duplicates", "settings"}
+var DefaultScenarios = []string{"steady", "blackhole-host", "blackhole-two-hosts", "error-codes", "slow-tail", "stream-cut", "flapping", "all-down", "cap", "duplicates", "settings"}
 
 // ErrUnknownScenario: a name no built-in scenario has.
 var ErrUnknownScenario = errors.New("sim: unknown scenario")

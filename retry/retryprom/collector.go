@@ -63,6 +63,7 @@ type Collector struct {
 	nReasoned       int       // per-zone series with a reason label
 
 	unknownZone, malformed *prometheus.Desc
+	suspect, suspectMarks  *prometheus.Desc
 
 	bRequests, bGranted, bCancelled, bDenied *prometheus.Desc
 	bWinRequests, bWinRetries, bAllowance    *prometheus.Desc
@@ -124,6 +125,8 @@ func New(cfg Config) (*Collector, error) {
 		}
 		c.unknownZone = desc("unknown_zone_frames_total", "Response frames whose sequence number names no zone of the client.")
 		c.malformed = desc("malformed_frames_total", "Response frames that failed to parse, in every zone.")
+		c.suspect = desc("suspect_proxies", "Proxies suspect now: their latest attempt timed out or could not be sent, and nothing from them has parsed since.")
+		c.suspectMarks = desc("proxy_suspect_marks_total", "Times a healthy proxy became suspect.")
 	}
 	if cfg.Budget != nil {
 		c.bRequests = desc("budget_requests_total", "Requests (first attempts) the retry budget recorded.")
@@ -209,6 +212,8 @@ func zoneMetrics(desc func(name, help string, labels ...string) *prometheus.Desc
 		func(s *retry.Stats) float64 { return float64(s.AbandonedResponses) })
 	counter("send_failures_total", "Transport Send errors; each moved the request to the next proxy.",
 		func(s *retry.Stats) float64 { return float64(s.SendFailures) })
+	counter("probes_total", "Copies of reads sent to a suspect proxy as probes: each an extra attempt of a read that also went to a healthy proxy.",
+		func(s *retry.Stats) float64 { return float64(s.Probes) })
 	if len(ms) != nZoneSeries || gauges != nZoneGauges {
 		panic("retryprom: nZoneSeries or nZoneGauges is out of date") // caught by every test
 	}
@@ -224,7 +229,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{c.unknownZone, c.malformed,
+	for _, d := range []*prometheus.Desc{c.unknownZone, c.malformed, c.suspect, c.suspectMarks,
 		c.bRequests, c.bGranted, c.bCancelled, c.bDenied, c.bWinRequests, c.bWinRetries, c.bAllowance} {
 		if d != nil {
 			ch <- d
@@ -248,6 +253,8 @@ func (c *Collector) collectRest(ch chan<- prometheus.Metric) {
 		cs := c.client.ClientStats()
 		ch <- prometheus.MustNewConstMetric(c.unknownZone, prometheus.CounterValue, float64(cs.UnknownZoneFrames))
 		ch <- prometheus.MustNewConstMetric(c.malformed, prometheus.CounterValue, float64(cs.MalformedFrames))
+		ch <- prometheus.MustNewConstMetric(c.suspect, prometheus.GaugeValue, float64(cs.SuspectProxies))
+		ch <- prometheus.MustNewConstMetric(c.suspectMarks, prometheus.CounterValue, float64(cs.SuspectMarks))
 	}
 	if c.budget != nil {
 		s := c.budget.Stats()

@@ -128,14 +128,14 @@ func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (fl
 	return 0, false
 }
 
-// zoneSeries are the 23 per-zone series by name (reason in brackets).
+// zoneSeries are the 24 per-zone series by name (reason in brackets).
 var zoneSeries = []string{
 	"reads_sent_total", "writes_sent_total", "reads_without_context_total", "contexts", "contexts_peak",
 	"context_cap_hits_total", "retries_total[timeout]", "retries_total[error_code]", "retries_no_proxy_total",
 	"retries_refused_total", "exhausted_total", "records_failed_total", "duplicates_dropped_total", "unknown_seq_packets_total",
 	"stray_packets_total", "malformed_packets_total", "records_resent_total", "wait_timeouts_total",
 	"responses_delivered_total", "final_results_total", "do_abandoned_total", "abandoned_responses_total",
-	"send_failures_total",
+	"send_failures_total", "probes_total",
 }
 
 // checkZone compares every per-zone series of z with want (absent: 0).
@@ -374,9 +374,12 @@ func TestScrapeWorkload(t *testing.T) {
 	checkZone(t, fams, "after", zD, map[string]float64{"reads_sent_total": 1, "contexts_peak": 1,
 		"retries_total[timeout]": 1, "retries_no_proxy_total": 1, "retries_refused_total": 1, "exhausted_total": 1,
 		"responses_delivered_total": 1, "final_results_total": 1})
-	// Client-wide: the frame of an unknown zone; two frames that did not parse.
+	// Client-wide: the frame of an unknown zone; two frames that did not
+	// parse; proxies b and d suspect, each marked once, when their reads'
+	// first segments ended unanswered (R13 round 3: a and c answered).
 	for name, want := range map[string]float64{
 		"readretry_unknown_zone_frames_total": 1, "readretry_malformed_frames_total": 2,
+		"readretry_suspect_proxies": 2, "readretry_proxy_suspect_marks_total": 2,
 		// The budget: 10 requests, 3 grants (one given back), 1 denial; the
 		// window holds the 10 requests and 2 retries, allowing 0.2 × 10.
 		"readretry_budget_requests_total": 10, "readretry_budget_retries_granted_total": 3,
@@ -411,8 +414,8 @@ func TestScrapeWorkload(t *testing.T) {
 			t.Errorf("%s has %d series, want 4 zones", name, len(f.GetMetric()))
 		}
 	}
-	if n := len(fams); n != 22+2+7 {
-		t.Errorf("%d families, want 31", n)
+	if n := len(fams); n != 23+4+7 {
+		t.Errorf("%d families, want 34", n)
 	}
 	if requests, _ := c.InFlight(zB); requests != 0 {
 		t.Errorf("zone B still tracks %d requests", requests)
@@ -478,15 +481,15 @@ func TestNewErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// With a zone-less client, only the two client-wide series.
+	// With a zone-less client, only the four client-wide series.
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fams) != 2 {
-		t.Fatalf("%d families, want 2", len(fams))
+	if len(fams) != 4 {
+		t.Fatalf("%d families, want 4", len(fams))
 	}
 	for _, f := range fams {
 		if l := f.GetMetric()[0].GetLabel(); len(l) != 1 || l[0].GetName() != "client" || l[0].GetValue() != "orders" {
@@ -543,8 +546,8 @@ func TestSameAsConstMetrics(t *testing.T) {
 	if got != want {
 		t.Fatalf("Collect and MustNewConstMetric differ:\n--- Collect\n%.3000s\n--- const\n%.3000s", got, want)
 	}
-	if n := strings.Count(got, "\nreadretry_"); n != 250*23+2+7 {
-		t.Fatalf("%d series, want %d", n, 250*23+2+7)
+	if n := strings.Count(got, "\nreadretry_"); n != 250*24+4+7 {
+		t.Fatalf("%d series, want %d", n, 250*24+4+7)
 	}
 	if !strings.Contains(got, `readretry_retries_total{a="1",app_id="1000",client="orders",reason="timeout",retry="on",zone_id="1000",zz="2"} 0`) {
 		t.Fatalf("no retries series with the labels in order:\n%.2000s", got)

@@ -14,7 +14,7 @@
 // scrapes, so Send and RecvResponse do exactly what they do without it, with
 // no allocation. Budget.Stats advances the budget's window as TryRetry would
 // and grants nothing. Per zone a scrape makes one Stats call and two
-// allocations for all 23 series (two more for label values above 99),
+// allocations for all 24 series (two more for label values above 99),
 // instead of a dozen allocations per series with
 // prometheus.MustNewConstMetric; the README gives the measured figures.
 //
@@ -50,11 +50,14 @@
 //	readretry_do_abandoned_total              counter  DoAbandoned (R20)
 //	readretry_abandoned_responses_total       counter  AbandonedResponses (R20)
 //	readretry_send_failures_total             counter  SendFailures (R13)
+//	readretry_probes_total                    counter  Probes (R13 round 3)
 //
 // Per client, from retry.ClientStats:
 //
 //	readretry_unknown_zone_frames_total       counter  UnknownZoneFrames (R17)
 //	readretry_malformed_frames_total          counter  MalformedFrames (R17, F1)
+//	readretry_suspect_proxies                 gauge    SuspectProxies (R13 round 3)
+//	readretry_proxy_suspect_marks_total       counter  SuspectMarks (R13 round 3)
 //
 // Per budget, from budget.Stats (SPEC B4):
 //

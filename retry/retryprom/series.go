@@ -12,7 +12,7 @@ import (
 // nZoneSeries is the number of series per zone: one per field of
 // retry.Stats. nZoneGauges of them are gauges, the rest counters.
 const (
-	nZoneSeries = 23
+	nZoneSeries = 24
 	nZoneGauges = 2
 )
 

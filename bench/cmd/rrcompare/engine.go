@@ -27,6 +27,21 @@ func newEngineClient(e *env) (client, error) {
 	return ec, nil
 }
 
+// newAdaptiveClient is newEngineClient with Config.Hedge at the p95 (SPEC
+// R21): the first re-send at the zone's recent p95 first-answer latency
+// when that is below x.
+func newAdaptiveClient(e *env) (client, error) {
+	opt := e.opt
+	opt.Hedge = retry.Hedge{Percentile: 0.95}
+	c, tr, err := sim.NewEngineFor(opt, e.fleet, true, 0, retry.PollHand)
+	if err != nil {
+		return nil, err
+	}
+	ec := &engineClient{c: c, tr: tr, sink: e.sink, stop: make(chan struct{}), done: make(chan struct{})}
+	go ec.poll()
+	return ec, nil
+}
+
 func (ec *engineClient) send(_ *sim.Op, req *retry.Request) (uint64, error) {
 	return ec.c.Send(sim.Zone, req)
 }

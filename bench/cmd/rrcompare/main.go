@@ -96,7 +96,7 @@ const cpuScenario = "cpu"
 // defaultScenarios are rrsim's scenarios that every client can run —
 // not cap and settings, which change the engine's own settings — and the
 // in-flight cost run.
-var defaultScenarios = []string{"steady", cpuScenario, "slow-tail", "blackhole-host", "flapping", "stream-cut", "error-codes", "duplicates", "all-down", inflightScenario}
+var defaultScenarios = []string{"steady", cpuScenario, "slow-tail", "blackhole-host", "blackhole-two-hosts", "flapping", "stream-cut", "error-codes", "duplicates", "all-down", inflightScenario}
 
 type config struct {
 	scenarios    []sim.Scenario

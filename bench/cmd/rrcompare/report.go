@@ -74,7 +74,8 @@ func goals(rows []row) []goal {
 	peers := func(sc string) []*row {
 		var out []*row
 		for i := range rows {
-			if rows[i].Scenario == sc && rows[i].Client != "readretry" {
+			// readretry-adaptive is the engine too (opt-in hedging), not a peer.
+			if rows[i].Scenario == sc && rows[i].Client != "readretry" && rows[i].Client != "readretry-adaptive" {
 				out = append(out, &rows[i])
 			}
 		}
