@@ -199,7 +199,7 @@ var errStopped = errors.New("tcp: transport closed")
 // that takes longer than FrameTimeout to arrive once it has begun included.
 func (c *proxyConn) readFrames(nc net.Conn) error {
 	t := c.t
-	fr := &frameDeadline{nc: nc, timeout: t.cfg.FrameTimeout}
+	fr := &frameDeadline{nc: nc, timeout: t.cfg.FrameTimeout, reads: &t.stats.reads}
 	r := wire.NewReader(fr, t.cfg.MaxFrameSize)
 	fr.r = r
 	for {
@@ -233,6 +233,7 @@ type frameDeadline struct {
 	timeout time.Duration
 	armed   bool // a deadline is set
 	fresh   bool // a frame was delivered since it was set: the next one needs its own
+	reads   *atomic.Uint64
 }
 
 func (f *frameDeadline) Read(p []byte) (int, error) {
@@ -248,6 +249,7 @@ func (f *frameDeadline) Read(p []byte) (int, error) {
 		}
 		f.armed = false
 	}
+	f.reads.Add(1)
 	return f.nc.Read(p)
 }
 

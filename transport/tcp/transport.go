@@ -119,24 +119,32 @@ type Config struct {
 // Stats are a Transport's counters since New, each read atomically.
 type Stats struct {
 	FramesSent, BytesSent uint64 // queued by Send (bytes include the 4-byte prefixes)
-	Writes                uint64 // write system calls made by the writers
+	// Writes counts the writer goroutines' write system calls;
+	// FramesSent/Writes is the frames per write call, 1 unbatched
+	// (SPEC N6).
+	Writes                uint64
 	FramesRecv, BytesRecv uint64 // frames handed to the receive rings, and their bytes
-	Connects              uint64 // connections established
-	Disconnects           uint64 // connections lost or closed
-	DialFailures          uint64 // connection attempts that failed
-	SendUnavailable       uint64 // Send calls refused: proxy down, unknown, or transport closed
-	SendQueueFull         uint64 // Send calls refused with ErrWriteQueueFull
-	FramesLost            uint64 // frames queued but unwritten when their connection broke
-	RingWaits             uint64 // times a reader waited for room in its receive ring
-	Released              uint64 // proxies released (Release)
-	FramesDropped         uint64 // frames of released proxies dropped before Recv returned them
-	Proxies               int    // proxies open now: opened and not released
-	Conns                 int    // connections up now
+	// Reads counts Read calls the readers made on their connections: one
+	// read system call each when bytes are waiting, two when the reader
+	// parked in the poller first (Go retries the read once woken).
+	// FramesRecv/Reads is the frames per read call, 1 unbatched (SPEC N6).
+	Reads           uint64
+	Connects        uint64 // connections established
+	Disconnects     uint64 // connections lost or closed
+	DialFailures    uint64 // connection attempts that failed
+	SendUnavailable uint64 // Send calls refused: proxy down, unknown, or transport closed
+	SendQueueFull   uint64 // Send calls refused with ErrWriteQueueFull
+	FramesLost      uint64 // frames queued but unwritten when their connection broke
+	RingWaits       uint64 // times a reader waited for room in its receive ring
+	Released        uint64 // proxies released (Release)
+	FramesDropped   uint64 // frames of released proxies dropped before Recv returned them
+	Proxies         int    // proxies open now: opened and not released
+	Conns           int    // connections up now
 }
 
 type counters struct {
 	framesSent, bytesSent, writes      atomic.Uint64
-	framesRecv, bytesRecv              atomic.Uint64
+	framesRecv, bytesRecv, reads       atomic.Uint64
 	connects, disconnects, dialFails   atomic.Uint64
 	sendUnavail, sendFull, framesLost  atomic.Uint64
 	released, framesDropped, ringWaits atomic.Uint64 // ringWaits: of released proxies
@@ -494,7 +502,7 @@ func (t *Transport) Stats() Stats {
 	s := &t.stats
 	out := Stats{
 		FramesSent: s.framesSent.Load(), BytesSent: s.bytesSent.Load(), Writes: s.writes.Load(),
-		FramesRecv: s.framesRecv.Load(), BytesRecv: s.bytesRecv.Load(),
+		FramesRecv: s.framesRecv.Load(), BytesRecv: s.bytesRecv.Load(), Reads: s.reads.Load(),
 		Connects: s.connects.Load(), Disconnects: s.disconnects.Load(), DialFailures: s.dialFails.Load(),
 		SendUnavailable: s.sendUnavail.Load(), SendQueueFull: s.sendFull.Load(),
 		FramesLost: s.framesLost.Load(), Released: s.released.Load(), FramesDropped: s.framesDropped.Load(),

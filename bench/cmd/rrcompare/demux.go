@@ -27,6 +27,10 @@ type demux struct {
 	seq    atomic.Uint64
 	rr     atomic.Uint64
 
+	// Calls counted for the syscall columns: Write calls (one per frame),
+	// the readers' Read calls and the frames they decoded.
+	writes, reads, framesRecv atomic.Uint64
+
 	mu      sync.Mutex
 	pending map[uint64]*waiter
 
@@ -108,12 +112,13 @@ func (d *demux) readLoop(i int, c *dconn) {
 		c.nc = nc
 		c.mu.Unlock()
 		c.up.Store(true)
-		r := wire.NewReader(nc, 0)
+		r := wire.NewReader(countingReader{nc, &d.reads}, 0)
 		for {
 			f, err := r.Next()
 			if err != nil {
 				break
 			}
+			d.framesRecv.Add(1)
 			d.dispatch(f)
 		}
 		c.up.Store(false)
@@ -123,6 +128,17 @@ func (d *demux) readLoop(i int, c *dconn) {
 		_ = nc.Close()
 		d.lost(i)
 	}
+}
+
+// countingReader counts the Read calls on a connection.
+type countingReader struct {
+	nc net.Conn
+	n  *atomic.Uint64
+}
+
+func (r countingReader) Read(p []byte) (int, error) {
+	r.n.Add(1)
+	return r.nc.Read(p)
 }
 
 // dispatch copies a frame to the waiter of its sequence number; a frame
@@ -193,6 +209,7 @@ func (d *demux) send(i int, frame []byte) error {
 	}
 	c.wbuf = binary.LittleEndian.AppendUint32(c.wbuf[:0], uint32(len(frame)))
 	c.wbuf = append(c.wbuf, frame...)
+	d.writes.Add(1)
 	if _, err := c.nc.Write(c.wbuf); err != nil {
 		_ = c.nc.Close() // the reader sees it and redials
 		return errUnavailable

@@ -157,6 +157,22 @@ type row struct {
 	// run in a child process), plus the generator and checker every row
 	// shares.
 	CPUNsPerRequest float64 `json:"cpu_ns_per_request"`
+	// System calls on the client's side of its connections, over the same
+	// span (issue 28), for the clients that count them (IOCounted: the
+	// engine's transport/tcp and the demultiplexing TCP client; not
+	// grpc-go): write and read calls per request, frames per call, and
+	// the unbatched floor, one write per frame sent plus one read per
+	// frame received, per request. A read call that finds no bytes parks
+	// in the poller and reads again once woken: two system calls, counted
+	// once. CtxSwitchesPerRequest is the process's context switches
+	// (getrusage) per request: the threads that slept and were woken.
+	IOCounted             bool    `json:"io_counted"`
+	WritesPerRequest      float64 `json:"writes_per_request"`
+	ReadsPerRequest       float64 `json:"reads_per_request"`
+	FramesPerWrite        float64 `json:"frames_per_write"`
+	FramesPerRead         float64 `json:"frames_per_read"`
+	UnbatchedFloor        float64 `json:"unbatched_calls_per_request"`
+	CtxSwitchesPerRequest float64 `json:"ctx_switches_per_request"`
 	// In-flight cost (the inflight scenario; 0 elsewhere): heap objects
 	// plus goroutine stacks the process grew by with Inflight requests in
 	// flight, after a full collection, per request in flight.
@@ -222,6 +238,7 @@ func runOne(ctx context.Context, sc sim.Scenario, opt sim.Options, k kind, child
 	runtime.GC()
 	runtime.GC()
 	base := sim.ReadUsage()
+	baseIO, baseCsw := clientCounts(c), contextSwitches()
 	start := time.Now()
 	e.sink.start = start
 	sendDone := make(chan time.Duration, 1)
@@ -275,6 +292,7 @@ func runOne(ctx context.Context, sc sim.Scenario, opt sim.Options, k kind, child
 		}
 	}
 	end := sim.ReadUsage()
+	endIO, endCsw := clientCounts(c), contextSwitches()
 	c.close()
 	closed = true
 
@@ -289,7 +307,17 @@ func runOne(ctx context.Context, sc sim.Scenario, opt sim.Options, k kind, child
 		rw.Violations = []string{}
 	}
 	if rep.Requests > 0 {
-		rw.CPUNsPerRequest = float64((end.CPU - base.CPU).Nanoseconds()) / float64(rep.Requests)
+		n := float64(rep.Requests)
+		rw.CPUNsPerRequest = float64((end.CPU - base.CPU).Nanoseconds()) / n
+		rw.CtxSwitchesPerRequest = float64(endCsw-baseCsw) / n
+		if countsIO(c) {
+			io := endIO.sub(baseIO)
+			rw.IOCounted = true
+			rw.WritesPerRequest, rw.ReadsPerRequest = float64(io.writes)/n, float64(io.reads)/n
+			rw.FramesPerWrite = float64(io.framesSent) / float64(max(io.writes, 1))
+			rw.FramesPerRead = float64(io.framesRecv) / float64(max(io.reads, 1))
+			rw.UnbatchedFloor = float64(io.framesSent+io.framesRecv) / n
+		}
 	}
 	n, p99 := end.GCPausesSince(base)
 	rw.GCPauses, rw.GCPauseP99Ms = n, msOf(p99)

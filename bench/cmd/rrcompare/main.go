@@ -52,6 +52,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,9 +90,45 @@ func serveChild(in io.Reader, out io.Writer) error {
 	})
 }
 
-// cpuScenario is steady at -cpu-rate: CPU per request where the
-// per-request work, not the harness's fixed ticks and wake-ups, dominates.
+// cpuScenario is steady at each of -cpu-rate's rates: CPU and system
+// calls per request where the per-request work, not the harness's fixed
+// ticks and wake-ups, dominates. Its rows are named cpu@RATE (cpuName).
 const cpuScenario = "cpu"
+
+// cpuName is the cpu scenario's row name at rate requests per second:
+// cpu@10k for 10,000.
+func cpuName(rate int) string {
+	if rate%1000 == 0 {
+		return fmt.Sprintf("%s@%dk", cpuScenario, rate/1000)
+	}
+	return fmt.Sprintf("%s@%d", cpuScenario, rate)
+}
+
+// isCPU reports whether a row's scenario is one of the cpu scenario's.
+func isCPU(name string) bool { return strings.HasPrefix(name, cpuScenario+"@") }
+
+// parseRates parses -cpu-rate: comma-separated positive requests per
+// second, duplicates dropped.
+func parseRates(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-cpu-rate %q: want positive requests per second", f)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-cpu-rate: no rate")
+	}
+	return out, nil
+}
 
 // defaultScenarios are rrsim's scenarios that every client can run —
 // not cap and settings, which change the engine's own settings — and the
@@ -104,7 +141,8 @@ type config struct {
 	opt          sim.Options
 	inflight     int
 	inflightRate int
-	cpuRate      int
+	cpuRates     []int
+	cpuRate      map[string]int // rate of each cpu scenario, by its name
 	json         bool
 	plot         string
 }
@@ -125,7 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	})
 	inflight := fs.Int("inflight", 100_000, "requests in flight in the inflight scenario")
 	inflightRate := fs.Int("inflight-rate", 25_000, "requests per second while the inflight scenario fills up")
-	cpuRate := fs.Int("cpu-rate", 10_000, "requests per second of the cpu scenario (steady proxies)")
+	cpuRate := fs.String("cpu-rate", "10000,50000", "comma-separated requests per second of the cpu scenario (steady proxies), one run per `RATES`")
 	asJSON := fs.Bool("json", false, "print one JSON array of rows instead of the table")
 	backend := fs.String("backend", sim.BackendProxies, "what the clients meet: `NAME` \""+sim.BackendProxies+"\" (simulated proxies) or \""+sim.BackendRedis+"\" (real redis-server replicas, go-redis peers)")
 	plotPath := fs.String("plot", "", "write latency CDFs (one line per client, a tile per scenario) to `FILE.png`")
@@ -136,7 +174,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 				fmt.Fprintf(stderr, "  %-15s %s\n", s.Name, s.About)
 			}
 		}
-		fmt.Fprintf(stderr, "  %-15s %s\n", cpuScenario, "steady at -cpu-rate: CPU per request at steady state")
+		fmt.Fprintf(stderr, "  %-15s %s\n", cpuScenario, "steady at each -cpu-rate: CPU and system calls per request at steady state")
 		fmt.Fprintf(stderr, "  %-15s %s\n\nClients:\n", inflightScenario, "every proxy silent: heap, stacks and GC with -inflight requests in flight")
 		for _, k := range kinds {
 			fmt.Fprintf(stderr, "  %-15s %s\n", k.name, k.about)
@@ -153,10 +191,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if err := of.Check(); err != nil {
 		return nil, err
 	}
-	if *inflight <= 0 || *inflightRate <= 0 || *cpuRate <= 0 {
-		return nil, errors.New("-inflight, -inflight-rate and -cpu-rate must be positive")
+	if *inflight <= 0 || *inflightRate <= 0 {
+		return nil, errors.New("-inflight and -inflight-rate must be positive")
 	}
-	cfg := &config{json: *asJSON, plot: *plotPath, inflight: *inflight, inflightRate: *inflightRate, cpuRate: *cpuRate}
+	rates, err := parseRates(*cpuRate)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &config{json: *asJSON, plot: *plotPath, inflight: *inflight, inflightRate: *inflightRate, cpuRates: rates, cpuRate: map[string]int{}}
 	switch *backend {
 	case sim.BackendProxies:
 	case sim.BackendRedis:
@@ -180,7 +222,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 		if n == cpuScenario {
 			st, _ := sim.LookupScenario("steady")
-			cfg.scenarios = append(cfg.scenarios, sim.Scenario{Name: cpuScenario, Base: st.Base})
+			for _, r := range rates {
+				cfg.cpuRate[cpuName(r)] = r
+				cfg.scenarios = append(cfg.scenarios, sim.Scenario{Name: cpuName(r), Base: st.Base})
+			}
 			continue
 		}
 		sc, err := sim.LookupScenario(n)
@@ -245,8 +290,8 @@ func parseRedis(cfg *config, scenario, clients string, opt sim.Options) (*config
 // sending so that every request is in flight when it ends.
 func (cfg *config) optionsFor(sc sim.Scenario) sim.Options {
 	opt := cfg.opt
-	if sc.Name == cpuScenario {
-		opt.Rate = cfg.cpuRate
+	if r, ok := cfg.cpuRate[sc.Name]; ok {
+		opt.Rate = r
 	}
 	if sc.Name == inflightScenario {
 		opt.Rate = cfg.inflightRate
@@ -294,8 +339,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, child fun
 			return 2
 		}
 	} else {
-		fmt.Fprintf(stdout, "rrcompare: %d scenarios x %d clients, %v each at %d req/s (cpu: %d/s; inflight: %d at %d/s), %s (%.0fs)\n\n",
-			len(cfg.scenarios), len(cfg.kinds), cfg.opt.Duration, cfg.opt.Rate, cfg.cpuRate, cfg.inflight, cfg.inflightRate, describe(cfg.opt), time.Since(began).Seconds())
+		fmt.Fprintf(stdout, "rrcompare: %d scenarios x %d clients, %v each at %d req/s (cpu: %v/s; inflight: %d at %d/s), %s (%.0fs)\n\n",
+			len(cfg.scenarios), len(cfg.kinds), cfg.opt.Duration, cfg.opt.Rate, cfg.cpuRates, cfg.inflight, cfg.inflightRate, describe(cfg.opt), time.Since(began).Seconds())
 		writeTable(stdout, rows)
 		fmt.Fprintln(stdout)
 		writeGoals(stdout, goals(rows))

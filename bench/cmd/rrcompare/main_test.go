@@ -36,6 +36,7 @@ func TestUsageErrors(t *testing.T) {
 		{"-scenario", "nope"}, {"-scenario", "settings"}, {"-scenario", "cap"}, {"-clients", "nope"},
 		{"-rate", "0"}, {"-retries", "9"}, {"extra"},
 		{"-backend", "nope"}, {"-backend", "redis", "-scenario", "cap"}, {"-backend", "redis", "-clients", "failsafe-go"},
+		{"-cpu-rate", "0"}, {"-cpu-rate", "x"}, {"-cpu-rate", ","}, {"-cpu-rate", "10000,-5"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb, testChild); code != 2 || errb.Len() == 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -11,12 +12,15 @@ import (
 )
 
 // writeTable prints one line per scenario and client. Columns: reads ok
-// %, extra attempts %, read latency p50/p99/p99.9, CPU per request, bytes
+// %, extra attempts %, read latency p50/p99/p99.9, CPU per request, write
+// and read calls per request on the client's connections and their
+// unbatched floor (one call per frame; "-" for clients that do not count),
+// context switches per request, bytes
 // per request in flight (heap + stacks; inflight only), GC pause p99,
 // records missing and doubled, invariants.
 func writeTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tclient\trequests\treads-ok%\textra-att%\tp50\tp99\tp99.9\tcpu/req\tB/in-flight\tgc-p99\trec-miss\trec-dup\tcheck\t")
+	fmt.Fprintln(tw, "scenario\tclient\trequests\treads-ok%\textra-att%\tp50\tp99\tp99.9\tcpu/req\tcalls/req\tfloor\tcsw/req\tB/in-flight\tgc-p99\trec-miss\trec-dup\tcheck\t")
 	last := ""
 	for _, r := range rows {
 		name := r.Scenario
@@ -36,9 +40,14 @@ func writeTable(w io.Writer, rows []row) {
 		if r.GCPauses > 0 {
 			gc = sim.FormatMs(r.GCPauseP99Ms)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t%s\t%.1fµs\t%s\t%s\t%d\t%d\t%s\t\n",
+		calls, floor := "-", "-"
+		if r.IOCounted {
+			calls = strconv.FormatFloat(r.WritesPerRequest+r.ReadsPerRequest, 'f', 2, 64)
+			floor = strconv.FormatFloat(r.UnbatchedFloor, 'f', 2, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%s\t%s\t%s\t%.1fµs\t%s\t%s\t%.2f\t%s\t%s\t%d\t%d\t%s\t\n",
 			name, r.Client, r.Requests, r.ReadsOKPct, r.ExtraAttemptsPct, sim.FormatMs(r.P50Ms), sim.FormatMs(r.P99Ms), sim.FormatMs(r.P999Ms),
-			r.CPUNsPerRequest/1e3, inflight, gc, r.RecordsMissing, r.RecordsDuplicated, check)
+			r.CPUNsPerRequest/1e3, calls, floor, r.CtxSwitchesPerRequest, inflight, gc, r.RecordsMissing, r.RecordsDuplicated, check)
 	}
 	_ = tw.Flush()
 }
@@ -125,19 +134,28 @@ func goals(rows []row) []goal {
 		out = append(out, goal{name: "bytes per request in flight", want: ">= 5x fewer than goroutines (heap + stacks)",
 			got: strings.Join(parts, "; "), met: ratio >= 5})
 	}
-	cpuRow := cpuScenario
-	if find(cpuRow, "readretry") == nil {
-		cpuRow = "steady"
+	cpuRows := []string{}
+	for _, r := range rows {
+		if isCPU(r.Scenario) && !slices.Contains(cpuRows, r.Scenario) {
+			cpuRows = append(cpuRows, r.Scenario)
+		}
 	}
-	if rr := find(cpuRow, "readretry"); rr != nil && len(peers(cpuRow)) > 0 {
+	if len(cpuRows) == 0 {
+		cpuRows = []string{"steady"}
+	}
+	for _, cpuRow := range cpuRows {
+		rr := find(cpuRow, "readretry")
+		if rr == nil || len(peers(cpuRow)) == 0 {
+			continue
+		}
 		g := goal{name: "CPU per request (" + cpuRow + ")", want: ">= 2x less than every peer", met: true}
-		parts := []string{fmt.Sprintf("readretry %.1f µs", rr.CPUNsPerRequest/1e3)}
+		parts := []string{fmt.Sprintf("readretry %.1f µs%s", rr.CPUNsPerRequest/1e3, callsOf(rr))}
 		for _, p := range peers(cpuRow) {
 			ratio := p.CPUNsPerRequest / rr.CPUNsPerRequest
 			if ratio < 2 {
 				g.met = false
 			}
-			parts = append(parts, fmt.Sprintf("%s %.1f µs (%.1fx)", p.Client, p.CPUNsPerRequest/1e3, ratio))
+			parts = append(parts, fmt.Sprintf("%s %.1f µs (%.1fx)%s", p.Client, p.CPUNsPerRequest/1e3, ratio, callsOf(p)))
 		}
 		g.got = strings.Join(parts, "; ")
 		out = append(out, g)
@@ -160,6 +178,17 @@ func goals(rows []row) []goal {
 			met: miss == 0 && dup == 0 && len(failed) == 0})
 	}
 	return out
+}
+
+// callsOf describes a row's system calls for the CPU goal: write and
+// read calls per request, frames per call, the unbatched floor, and
+// context switches per request.
+func callsOf(r *row) string {
+	if !r.IOCounted {
+		return fmt.Sprintf(" [%.2f csw/req]", r.CtxSwitchesPerRequest)
+	}
+	return fmt.Sprintf(" [%.2f writes + %.2f reads/req, %.2f frames/write, %.2f frames/read, floor unbatched %.2f; %.2f csw/req]",
+		r.WritesPerRequest, r.ReadsPerRequest, r.FramesPerWrite, r.FramesPerRead, r.UnbatchedFloor, r.CtxSwitchesPerRequest)
 }
 
 func writeGoals(w io.Writer, gs []goal) {
