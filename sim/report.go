@@ -205,7 +205,7 @@ func FormatMs(v float64) string {
 // and B/ctx (heap per context the table's minimum chunks cost at that
 // count, a capacity figure rather than a per-request one).
 func WriteTable(w io.Writer, reports []Report, wide bool) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 	head := "scenario\tretry\tok%\trd-ok%\t-19219\terr\tp50\tp99\tp99.9\tatt/req\trefused\tdups\tmiss/dbl\tcheck\t"
 	if wide {
 		head += "requests\tpeak-ctx\tB/ctx\t"
