@@ -73,15 +73,10 @@ func RedisScenarios() []Scenario {
 			Base:  with(healthy, func(p *Profile) { p.Cut = 1 }),
 		},
 		{
-			Name:  "flapping",
-			About: "replica 2 is stopped at 20% and continued at 45%; replica 3 is killed at 55% and restarted from its snapshot at 80%",
-			Base:  healthy,
-			Events: []Event{
-				{At: 0.20, Select: HostSel(1), Profile: dark},
-				{At: 0.45, Select: HostSel(1), Profile: healthy},
-				{At: 0.55, Select: HostSel(2), Profile: with(healthy, func(p *Profile) { p.Refuse = true })},
-				{At: 0.80, Select: HostSel(2), Profile: healthy},
-			},
+			Name:   "flapping",
+			About:  "replica 2 is stopped at 20% and continued at 45%; replica 3 is killed at 55% and restarted from its snapshot at 80%",
+			Base:   healthy,
+			Events: flappingEvents(dark),
 		},
 		{
 			Name:   "all-down",

@@ -126,6 +126,18 @@ type Event struct {
 // median and a short tail.
 var healthy = Profile{Latency: Latency{P50: time.Millisecond, P99: 5 * time.Millisecond}}
 
+// flappingEvents is the flapping scenario's timeline on either backend:
+// host 2 goes dark at 20% and comes back at 45%, host 3 refuses
+// connections from 55% to 80%. dark is the backend's dark profile.
+func flappingEvents(dark Profile) []Event {
+	return []Event{
+		{At: 0.20, Select: HostSel(1), Profile: dark},
+		{At: 0.45, Select: HostSel(1), Profile: healthy},
+		{At: 0.55, Select: HostSel(2), Profile: with(healthy, func(p *Profile) { p.Refuse = true })},
+		{At: 0.80, Select: HostSel(2), Profile: healthy},
+	}
+}
+
 func with(p Profile, f func(*Profile)) Profile { f(&p); return p }
 
 // Scenarios returns the built-in scenarios, in the order rrsim runs them.
@@ -171,15 +183,10 @@ func Scenarios() []Scenario {
 			}),
 		},
 		{
-			Name:  "flapping",
-			About: "host 2 goes dark at 20% and comes back at 45%; host 3 refuses connections from 55% to 80%",
-			Base:  healthy,
-			Events: []Event{
-				{At: 0.20, Select: HostSel(1), Profile: dark},
-				{At: 0.45, Select: HostSel(1), Profile: healthy},
-				{At: 0.55, Select: HostSel(2), Profile: with(healthy, func(p *Profile) { p.Refuse = true })},
-				{At: 0.80, Select: HostSel(2), Profile: healthy},
-			},
+			Name:   "flapping",
+			About:  "host 2 goes dark at 20% and comes back at 45%; host 3 refuses connections from 55% to 80%",
+			Base:   healthy,
+			Events: flappingEvents(dark),
 		},
 		{
 			Name:   "all-down",

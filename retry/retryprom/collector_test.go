@@ -649,28 +649,7 @@ func TestDefaultZones(t *testing.T) {
 	_ = c.ApplyRoute(retry.Zone{AppID: 2, ZoneID: 7}, px, "")
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	zones := map[string]bool{}
-	for _, mf := range mfs {
-		if mf.GetName() != "readretry_contexts" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var app, zone string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "app_id":
-					app = l.GetValue()
-				case "zone_id":
-					zone = l.GetValue()
-				}
-			}
-			zones[app+"/"+zone] = true
-		}
-	}
+	zones := exportedZones(t, reg)
 	if len(zones) != 2 || !zones["1/1"] || !zones["2/7"] {
 		t.Fatalf("zones exported: %v, want 1/1 and 2/7", zones)
 	}
