@@ -43,7 +43,7 @@ func readmeDo(ctx context.Context, keys [][]byte) (*retry.Result, error) {
 	_ = c.ApplyRoute(zone, []retry.Proxy{{Host: "10.0.0.1", Port: 9000}, {Host: "10.0.0.2", Port: 9000}},
 		"tcp://10.0.0.9:9000;conf://ReadRetryCmd=7|103|15|23|117|153|25|11&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=2")
 	_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second) // budgets of simple and complex reads
-	_ = tr.WaitDialed(ctx)                                   // at start-up only: ApplyRoute never waits on a dial
+	_ = tr.WaitDialed(ctx)                                  // at start-up only: ApplyRoute never waits on a dial
 
 	var res retry.Result // reusable: records are views into its own buffer
 	err = c.Do(ctx, zone, &retry.Request{Command: wire.CmdBatchGet, Table: "players", Keys: keys}, &res)
