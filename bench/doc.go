@@ -2,5 +2,5 @@
 // peer libraries (timing wheels, concurrent maps, retry libraries). It is a
 // separate module so that the peers never enter the library's go.mod: run
 // `cd bench && go test -run '^$' -bench . -benchmem` and compare the ratios
-// within one run (see the README's "Measured" section).
+// within one run (BENCHMARKS.md gives each table with its command).
 package bench

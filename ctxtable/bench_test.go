@@ -249,7 +249,7 @@ func BenchmarkLookup(b *testing.B) {
 	})
 }
 
-// BenchmarkShards sweeps the shard count for the README's tuning table:
+// BenchmarkShards sweeps the shard count for BENCHMARKS.md's shard-count table:
 // insert+lookup+delete with 500,000 resident, single goroutine and parallel.
 func BenchmarkShards(b *testing.B) {
 	for _, shards := range []int{1, 2, 4, 8, 16, 32, 64, 128, 256} {

@@ -47,14 +47,14 @@ type Config struct {
 	// Shards is the number of independently locked shards: a power of two in
 	// [1, MaxShards]; 0 means DefaultShards(). More shards mean less lock
 	// contention between senders and a little more idle memory (each shard
-	// keeps one spare chunk per size class in use); see the README's sweep.
+	// keeps one spare chunk per size class in use); see BENCHMARKS.md's sweep.
 	Shards int
 }
 
 // DefaultShards returns the shard count used when Config.Shards is 0: two
 // per GOMAXPROCS, rounded up to a power of two, at least 4. Enough that
 // concurrent senders rarely meet on a lock, few enough that a counter's
-// contexts stay in a handful of sequential memory streams: in the README's
+// contexts stay in a handful of sequential memory streams: in BENCHMARKS.md's
 // sweep (BenchmarkShards) the single-goroutine cost rises with the shard
 // count while the parallel cost stops falling past a few per core.
 func DefaultShards() int {

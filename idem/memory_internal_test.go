@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-// TestLayout pins the sizes the package comment and the README quote.
+// TestLayout pins the sizes the package comment and BENCHMARKS.md quote.
 func TestLayout(t *testing.T) {
 	if n := unsafe.Sizeof(memSlot{}); n != 64 {
 		t.Errorf("memSlot is %d bytes, documented as 64", n)

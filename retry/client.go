@@ -88,7 +88,7 @@ type Config struct {
 	Tick time.Duration
 	// Shards is the context table's shard count per zone, a power of two up
 	// to ctxtable.MaxShards; 0 means ctxtable.DefaultShards(). See the
-	// README's tuning table.
+	// shard-count table in BENCHMARKS.md.
 	Shards int
 	// WaitTimeout is how long a request without a read retry context (a
 	// write, a read with retry off, a read over the cap) waits for its final

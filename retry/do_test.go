@@ -458,7 +458,7 @@ func (w *waitingTransport) Wait(timeout time.Duration) bool {
 
 // TestDriverWakesOnArrival: over a Transport that implements Waiter, a
 // PollSelf client's driver handles an answer when it arrives, not at its
-// next tick (SPEC R14, R20; the README's claim for transport/tcp). With a
+// next tick (SPEC R14, R20; docs/design.md's claim for transport/tcp). With a
 // 1 s interval, an answer that arrives just after a tick reaches the
 // callback long before the next one. The first Send starts the driver; its
 // answer comes at the first tick, after which the driver waits on the

@@ -2,7 +2,7 @@ package retry_test
 
 // Memory follows load (SPEC R15): every buffer the client keeps between
 // requests has a bound, and a buffer grown for one outsized request goes
-// back to the garbage collector. One test per shrink rule the README
+// back to the garbage collector. One test per shrink rule BENCHMARKS.md
 // states: the rebuild buffer (TestR15OutsizedRequestBufferNotKept), the
 // per-record flags, the made-results queue, the held-answer buffers and
 // Do's Result buffers.
@@ -209,7 +209,7 @@ func TestR15OutsizedRequestBufferNotKept(t *testing.T) {
 // traffic cost at most 16 KiB each (SPEC R15 round 2: memory follows the
 // contexts in flight, not the cap; before round 2 each cost about 300 KB,
 // its timing wheel sized for two million timers when the zone was added).
-// The per-zone figure goes into the README's R15 formula.
+// The per-zone figure goes into the R15 formula of BENCHMARKS.md.
 func TestR15IdleZonesAreCheap(t *testing.T) {
 	const zones = 1000
 	c, err := retry.New(retry.Config{Poller: retry.PollHand, Transport: retrytest.NewTransport(), Logger: quiet})

@@ -9,7 +9,7 @@ import (
 )
 
 // R15OverheadBytes is the fixed bytes a read retry context costs beyond
-// its packed frame and user buffer, as the README's R15 formula states it
+// its packed frame and user buffer, as the R15 formula of BENCHMARKS.md states it
 // (measured at 500,000 contexts by the engine's BenchmarkInFlight500k): a
 // capacity run compares the heap it measures with
 // frame + user buffer + R15OverheadBytes per context.

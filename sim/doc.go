@@ -51,7 +51,7 @@
 // A scenario with a Load is a capacity run (rrsim -scenario capacity): a
 // fixed offered load against slow proxies, read retry on only, and the
 // figures a footprint needs — peak contexts, live heap per context against
-// the README's R15 formula, GC pauses, CPU per read, the rate the machine
+// the R15 formula of BENCHMARKS.md, GC pauses, CPU per read, the rate the machine
 // reached. Its proxies can run in a child process (Options.FleetProcess,
 // RemoteFleet, ServeFleet) so that those figures are the client's alone.
 //

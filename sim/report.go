@@ -82,7 +82,7 @@ type Report struct {
 	ContextsGoal        int64   `json:"contexts_goal,omitempty"`          // the peak contexts the load should hold
 	HeapBytesPerContext float64 `json:"heap_bytes_per_context,omitempty"` // live heap the client grew by at the plateau / contexts held then
 	HeapContexts        int64   `json:"heap_contexts,omitempty"`          // the contexts held when the heap was measured
-	R15BytesPerContext  float64 `json:"r15_bytes_per_context,omitempty"`  // the README's R15 formula for the same reads: frame + user buffer + R15OverheadBytes
+	R15BytesPerContext  float64 `json:"r15_bytes_per_context,omitempty"`  // the R15 formula of BENCHMARKS.md for the same reads: frame + user buffer + R15OverheadBytes
 	GCPauses            uint64  `json:"gc_pauses,omitempty"`              // stop-the-world GC pauses during the run
 	GCPauseP99Ms        float64 `json:"gc_pause_p99_ms,omitempty"`        // their 99th percentile (histogram bucket bound), ms
 	CPUNsPerRead        float64 `json:"cpu_ns_per_read,omitempty"`        // this process's CPU time / reads: engine, transport, generator and checker
@@ -337,7 +337,7 @@ func Targets(reports []Report) []Target {
 // capacityTargets are a capacity run's goals (issue 14): the contexts
 // held at the offered load — a machine that could not offer it is reported
 // with the rate it reached, never as a pass — the heap per context against
-// the README's R15 formula, GC pauses, and whether the poller kept up.
+// the R15 formula of BENCHMARKS.md, GC pauses, and whether the poller kept up.
 func capacityTargets(r *Report) []Target {
 	where := ""
 	if !r.ProxiesRemote {

@@ -101,9 +101,9 @@
 // A wheel is made of shards, each a complete wheel with its own mutex;
 // Schedule picks the shard from a hash of the id and the Handle remembers
 // it. One shard is the default. With staging, Schedule+Cancel from all Ps
-// at once gained from a few shards in BenchmarkParallelScheduleCancel (2
-// and 4 ahead of 1 by about a quarter on a 2-core machine, 8 behind),
-// since each shard's lanes refill under its own lock; but each extra
+// at once gained from a few shards in BenchmarkParallelScheduleCancel
+// (BENCHMARKS.md, "timerwheel"), since each shard's lanes refill under its
+// own lock; but each extra
 // shard costs Advance a lock per batch to merge shards in deadline order,
 // and a single poller firing timers pays that.
 // Measure both on the target machine before raising Config.Shards.

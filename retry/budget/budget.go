@@ -63,9 +63,10 @@
 // TryRetry and failsafe-go's budget, which reads no clock: it bounds
 // retries in flight, not over a window of time. On a machine whose clock
 // read costs most of failsafe-go's check (a virtual machine's kvm-clock),
-// the floor alone is above failsafe-go's figure. The default clock is
-// time.Since: runtime.nanotime through a linkname saves about 1 ns of its
-// 29 but ignores testing/synctest's fake clock, which time.Since follows.
+// the floor alone is above failsafe-go's figure (BENCHMARKS.md, "Retry
+// budget"). The default clock is time.Since: runtime.nanotime through a
+// linkname would save a little of its cost but ignore testing/synctest's
+// fake clock, which time.Since follows.
 //
 // A budget at its defaults takes about 1 KiB (16 bytes a slot, 64 a shard);
 // an idle one costs nothing at all: there is no background goroutine and no

@@ -16,7 +16,7 @@
 // and grants nothing. Per zone a scrape makes one Stats call and two
 // allocations for all 24 series (two more for label values above 99),
 // instead of a dozen allocations per series with
-// prometheus.MustNewConstMetric; the README gives the measured figures.
+// prometheus.MustNewConstMetric; BENCHMARKS.md gives the measured figures.
 //
 // # Metrics
 //

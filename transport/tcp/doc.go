@@ -48,7 +48,7 @@
 // Measured against a mutex-guarded queue of copied frames in the same run
 // (BenchmarkRecvPath), the ring moves a frame from a producer goroutine to
 // the consumer without any allocation and without contention between
-// proxies; see the README's table.
+// proxies; BENCHMARKS.md gives the figures.
 //
 // # Send path: a buffer per connection and a writer goroutine
 //

@@ -49,7 +49,7 @@ func TestUsageErrors(t *testing.T) {
 // in-flight run, and checks that each answered every read right (the
 // checker is sim's), that the JSON has the promised keys, and that
 // grpc-go's service config hedgingPolicy made no extra attempt: grpc-go
-// v1.85.0 parses it and does not hedge (the README's fairness note rests
+// v1.85.0 parses it and does not hedge (BENCHMARKS.md's fairness note rests
 // on this; if a grpc-go release starts hedging, this test says so).
 func TestEveryClient(t *testing.T) {
 	var out, errb bytes.Buffer
