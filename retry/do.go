@@ -204,8 +204,10 @@ func (ws *waiters) put(w *waiter) {
 // res.Failed() says how many of its records carry a non-zero result; the
 // give-up also counts in Stats.Exhausted and Stats.RecordsFailed and is
 // logged as MsgExhausted (SPEC §7 R8b/R17/R20). Send's errors (ErrClosed,
-// ErrUnknownZone, ErrBadRequest, ErrNoProxy, ErrTooManyRequests) come back
-// unchanged, with nothing sent.
+// ErrUnknownZone, ErrBadRequest, a *NoProxyError naming each proxy's cause,
+// a transport's refusal of the request wrapping ErrRequestRefused,
+// ErrTooManyRequests) come back unchanged, with nothing sent (SPEC R13,
+// issue 29).
 //
 // A context deadline that falls before the read's first send + T (its class
 // budget, SPEC R1) becomes the read's budget: its re-sends are cut from the

@@ -23,6 +23,12 @@ const (
 	// to open a proxy a route names; attributes: proxy, error. The proxy
 	// counts as unavailable until the Transport says otherwise.
 	MsgOpenProxyFailed = "open proxy failed"
+	// MsgNoProxy is logged at warn level, at most once per second per
+	// zone, when Send or Do finds no proxy of the zone to take a request
+	// (SPEC R13, R16, issue 29); attributes: app_id, zone_id, error (the
+	// *NoProxyError's text: each proxy with its cause, e.g. the dial
+	// error), suppressed (lines skipped by the rate limit since the last).
+	MsgNoProxy = "no proxy available"
 	// MsgRecvConf is logged for each applied conf:// configuration (SPEC
 	// R5); attributes: app_id, zone_id, cmds, error_codes, max_retries.
 	MsgRecvConf = "recv read retry conf"

@@ -163,7 +163,9 @@ func (f *flight) rebuild(attempt uint16) (frame []byte, records int, err error) 
 }
 
 // sendAttempt sends a re-sent frame to the proxy SPEC R13 chooses, moving on
-// at once from a proxy whose Send fails, and records the proxy.
+// at once from a proxy whose Send fails, and records the proxy. A Send
+// error wrapping ErrRequestRefused ends the attempt instead: the frame is
+// sent nowhere.
 func (f *flight) sendAttempt(frame []byte, records int) {
 	z := f.z
 	var skip proxySet
@@ -174,6 +176,12 @@ func (f *flight) sendAttempt(frame []byte, records int) {
 			return
 		}
 		if err := f.c.tr.Send(id, frame); err != nil {
+			if errors.Is(err, ErrRequestRefused) {
+				// The request, not the proxy (SPEC R13, issue 29): no
+				// other proxy would take it; it waits for the attempts
+				// already out.
+				return
+			}
 			z.stats.sendFailures.Add(1)
 			f.c.suspect(id, f.now)
 			skip.add(id)

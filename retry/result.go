@@ -3,6 +3,8 @@ package retry
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Result codes a Response can carry besides the proxy's own. The values are
@@ -32,7 +34,9 @@ const (
 // call that returns one has changed nothing.
 var (
 	// ErrNoProxy: Send found no available proxy in the zone (every proxy
-	// down, or the route empty). Its Code is ResultNoProxy.
+	// down, or the route empty). Its Code is ResultNoProxy. Send and Do
+	// return it inside a *NoProxyError that says which proxies were
+	// refused and why; errors.Is(err, ErrNoProxy) holds for it.
 	ErrNoProxy = &Error{Code: ResultNoProxy, msg: "retry: no proxy available in the zone"}
 	// ErrUnknownZone: Send or Stats for a zone no route was applied to (or
 	// one RemoveZone removed). The error returned wraps it and names the
@@ -87,4 +91,80 @@ func (e *Error) Is(target error) bool {
 // pointed at the wrong configuration. It allocates, on the error path only.
 func unknownZone(z Zone) error {
 	return fmt.Errorf("%w: app_id %d, zone_id %d (no route applied)", ErrUnknownZone, z.AppID, z.ZoneID)
+}
+
+// NoProxyError is the error Send and Do return when no proxy of the zone
+// took the request (SPEC R13, issue 29): every proxy of its route was
+// unavailable or refused the frame, or the route names none. It says why,
+// so that a client pointed at a wrong address tells so in its log: the
+// message names the zone and each proxy with its cause, e.g.
+//
+//	retry: no proxy available in the zone: app_id 1, zone_id 2: 127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused
+//
+// errors.Is(err, ErrNoProxy) holds, errors.As(err, **Error) gives
+// ErrNoProxy with ResultNoProxy, and errors.Is and errors.As reach every
+// cause too (errors.As(err, **net.OpError) finds a dial error). It is made
+// on the error path only; a call that returns it changed nothing.
+type NoProxyError struct {
+	// Zone is the zone the request was for.
+	Zone Zone
+	// Proxies is the number of proxies the zone's route names (0: none).
+	Proxies int
+	// Causes says, for the first MaxNoProxyCauses proxies of the route in
+	// route order, why each could not take the request: the error its
+	// Transport.Send returned, or the transport's ProxyError for it, or
+	// ErrUnavailable when the transport says nothing more. Never nil
+	// errors.
+	Causes []ProxyCause
+}
+
+// MaxNoProxyCauses bounds NoProxyError.Causes: a zone of many proxies down
+// for one reason needs a few of them in a log line, not all.
+const MaxNoProxyCauses = 4
+
+// ProxyCause is why one proxy could not take a request.
+type ProxyCause struct {
+	Proxy Proxy
+	Err   error
+}
+
+// Error names the zone, and each listed proxy with its cause.
+func (e *NoProxyError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrNoProxy.Error())
+	b.WriteString(": app_id ")
+	b.WriteString(strconv.FormatUint(uint64(e.Zone.AppID), 10))
+	b.WriteString(", zone_id ")
+	b.WriteString(strconv.FormatUint(uint64(e.Zone.ZoneID), 10))
+	if e.Proxies == 0 {
+		b.WriteString(": the route names no proxy")
+		return b.String()
+	}
+	for i, c := range e.Causes {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(c.Proxy.String())
+		b.WriteString(": ")
+		b.WriteString(c.Err.Error())
+	}
+	if n := e.Proxies - len(e.Causes); n > 0 {
+		b.WriteString("; and ")
+		b.WriteString(strconv.Itoa(n))
+		b.WriteString(" more")
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrNoProxy followed by each cause, for errors.Is and
+// errors.As.
+func (e *NoProxyError) Unwrap() []error {
+	out := make([]error, 0, 1+len(e.Causes))
+	out = append(out, ErrNoProxy)
+	for _, c := range e.Causes {
+		out = append(out, c.Err)
+	}
+	return out
 }

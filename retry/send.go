@@ -27,7 +27,11 @@ import (
 // Errors (nothing kept, nothing sent): ErrClosed; ErrUnknownZone;
 // ErrBadRequest for a nil request, or wrapping the wire error for a command
 // the codec does not carry (SQL and the like), a bad key count or an
-// oversize frame; ErrNoProxy when no proxy is available;
+// oversize frame; a *NoProxyError (errors.Is ErrNoProxy) when no proxy is
+// available, naming each proxy with the reason it could not take the
+// request (SPEC R13, issue 29); the transport's own error, as it is, when
+// it refused the request itself (it wraps ErrRequestRefused: no other
+// proxy is tried);
 // ErrTooManyRequests when the zone tracks its maximum of requests;
 // ErrPoller on a PollSelf client without Config.OnResponse, which would
 // have no reader for the responses (always, whatever came before).
@@ -193,13 +197,14 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 	// SPEC §7 R13 round 3: a simple read with a retry left may carry the
 	// probe of a suspect proxy (health.go).
 	mayProbe := c.probeEvery != 0 && m.kind == kindSimple && m.max > 0
-	var probe ProxyID
+	var probe, lastID ProxyID
+	var lastErr error // the last Send error, for the NoProxyError
 	var skip proxySet
 	for {
 		p, q, ok := c.chooseFirst(z, &skip, f.now, mayProbe && probe == 0)
 		if !ok {
 			f.releaseReservation(m.kind)
-			return 0, ErrNoProxy
+			return 0, c.noProxy(z, f.now, lastID, lastErr)
 		}
 		if q != 0 && (z.guard == nil || z.guard.TryRetryAt(c.at(f.now))) {
 			probe = q // the storm guard passes the probe like any re-send (SPEC R19)
@@ -234,8 +239,11 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		}
 		atomic.CompareAndSwapUint64(&ref.Meta().timer, m.timer, uint64(h))
 		if err := c.tr.Send(p, frame); err != nil {
-			z.stats.sendFailures.Add(1)
-			c.suspect(p, f.now)
+			refused := errors.Is(err, ErrRequestRefused)
+			if !refused {
+				z.stats.sendFailures.Add(1)
+				c.suspect(p, f.now)
+			}
 			if !z.wheel.Cancel(h) {
 				// The timer fired while the sender stalled: the poller owns
 				// the request and re-sends it as a lost first attempt.
@@ -246,7 +254,15 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 			f.untry()
 			z.table.Delete(f.seq)
 			f.ref, f.m = ctxtable.Ref[ctxMeta]{}, nil
+			if refused {
+				// The request, not the proxy: no other proxy would take
+				// it, and the caller gets the transport's own error
+				// (SPEC R13, issue 29).
+				f.releaseReservation(m.kind)
+				return 0, err
+			}
 			skip.add(p)
+			lastID, lastErr = p, err
 			continue
 		}
 		z.stats.countSent(wire.Command(m.cmd), m.kind)
@@ -254,6 +270,38 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 		f.sendProbe(probe, frame)
 		return f.seq, nil
 	}
+}
+
+// noProxy returns the error of a Send that found no proxy to take its
+// request (SPEC R13, issue 29): a *NoProxyError naming the zone and, for
+// each of the first MaxNoProxyCauses proxies of its route, why it could not
+// take it — the error its Send returned (last is the proxy whose Send
+// failed last, with lastErr), else what the transport says of it
+// (ProxyErrorer), else ErrUnavailable. It logs MsgNoProxy with the error,
+// at most once per second per zone. It allocates, on this error path only.
+func (c *Client) noProxy(z *zone, now int64, last ProxyID, lastErr error) error {
+	rt := z.route.Load()
+	infos := *c.proxies.Load()
+	pe, _ := c.tr.(ProxyErrorer)
+	e := &NoProxyError{Zone: z.key, Proxies: len(rt.ids)}
+	for _, id := range rt.ids[:min(len(rt.ids), MaxNoProxyCauses)] {
+		var cause error
+		if pe != nil {
+			cause = pe.ProxyError(id)
+		}
+		if cause == nil && id == last {
+			cause = lastErr
+		}
+		if cause == nil {
+			cause = ErrUnavailable
+		}
+		e.Causes = append(e.Causes, ProxyCause{Proxy: infos[id].p, Err: cause})
+	}
+	if ok, held := z.noProxyLog.allow(now, time.Second); ok {
+		c.log.LogAttrs(context.Background(), slog.LevelWarn, MsgNoProxy, z.attrs(
+			slog.String("error", e.Error()), slog.Uint64("suppressed", held))...)
+	}
+	return e
 }
 
 // sendProbe sends the copy of a read's first frame to the suspect proxy id

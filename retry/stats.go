@@ -109,7 +109,8 @@ type Stats struct {
 	// requests that arrived afterwards and were dropped (SPEC R20).
 	DoAbandoned, AbandonedResponses uint64
 	// SendFailures counts Transport.Send errors (each moved the request to
-	// the next proxy).
+	// the next proxy); refusals of the request itself (ErrRequestRefused)
+	// are not counted: they say nothing of the proxy.
 	SendFailures uint64
 	// Probes counts copies of reads sent to a suspect proxy as probes
 	// (SPEC §7 R13 round 3): each is an extra attempt of a read that also

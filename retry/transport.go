@@ -58,6 +58,37 @@ type Waiter interface {
 // next proxy at once.
 var ErrUnavailable = errors.New("retry: proxy unavailable")
 
+// ErrRequestRefused is what a Transport's Send error wraps when the request
+// itself is unacceptable to the transport, whatever the proxy: a write to a
+// transport that carries only reads, a command it cannot translate, a frame
+// it cannot parse. The engine then tries no other proxy, does not hold it
+// against the proxy (SPEC §7 R13 round 3: the proxy stays healthy), and
+// Send and Do return the transport's error as it is, so that errors.Is
+// matches the transport's own sentinel too (SPEC R13, issue 29). A re-send
+// the transport refuses this way is not sent anywhere else: the request
+// waits for the attempts already out.
+var ErrRequestRefused = errors.New("retry: request refused by the transport")
+
+// ProxyErrorer is a Transport that can say why a proxy cannot take a frame
+// now. When no proxy of a zone takes a request, the engine asks it for
+// each of the zone's proxies and puts the answers in the *NoProxyError that
+// Send and Do return, so that a client pointed at a wrong address says so
+// ("dial tcp 127.0.0.1:1: connect: connection refused") instead of a bare
+// ErrNoProxy (SPEC R13, issue 29). It is asked on that error path only,
+// never for a request that found a proxy.
+//
+// ProxyError returns nil if the proxy is available or the transport does
+// not know why it is not, and otherwise the error that keeps it down: the
+// last failed connection attempt or the error that broke the connection,
+// as the network returned it (errors.As finds a *net.OpError in it), or
+// the transport's own reason (write queue full, not yet connected,
+// transport closed). It may be called from any goroutine and must not
+// block on the network. transport/tcp, transport/resp and retrytest
+// implement it.
+type ProxyErrorer interface {
+	ProxyError(id ProxyID) error
+}
+
 // Transport carries frames between a Client and its proxies. The engine
 // never blocks on it and starts no goroutine for it: Send should hand the
 // frame to a connection's buffer or fail, and Recv should return a frame
@@ -92,7 +123,11 @@ type Transport interface {
 	Release(id ProxyID)
 	// Send writes one frame to the proxy. frame is only read, and not
 	// retained after Send returns: copy it if it is queued. A non-nil error
-	// means the frame was not sent (ErrUnavailable or the connection's).
+	// means the frame was not sent. Its kind decides what the engine does
+	// next: an error wrapping ErrRequestRefused says the request is
+	// unacceptable whatever the proxy, and the engine returns it to the
+	// caller as it is; any other (ErrUnavailable, the connection's) says the
+	// proxy cannot take it, and the engine moves on to the next proxy.
 	Send(id ProxyID, frame []byte) error
 	// Recv returns one received response frame and the proxy it came from,
 	// or ok == false if none is waiting. It must not block. The frame stays

@@ -35,6 +35,7 @@ type zone struct {
 
 	capLog     rateLimit
 	exhaustLog rateLimit
+	noProxyLog rateLimit // MsgNoProxy (Send found no proxy)
 	stats      zoneCounters
 }
 

@@ -12,153 +12,56 @@
 package redistest
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/readretry/readretry/internal/daemon"
+	"github.com/readretry/readretry/internal/redistest/redisproc"
 )
 
 // ErrNotInstalled is returned by Start when redis-server is not on PATH.
 var ErrNotInstalled = errors.New("redistest: redis-server not found on PATH (Debian: apt-get install redis-server)")
 
-// Server is one redis-server child process.
+// Server is one redis-server child process (redisproc.Server, the
+// starter this package shares with transport/resp/resptest).
 type Server struct {
-	// Addr is the server's host:port on 127.0.0.1.
-	Addr string
-	cmd  *exec.Cmd
-	dir  string
-	log  *os.File
+	*redisproc.Server
 }
-
-// startTimeout bounds how long Start waits for the server to answer PING.
-const startTimeout = 10 * time.Second
 
 // Start starts a redis-server on a free loopback port and waits until it
 // answers PING. A port taken between choosing and binding is retried with
 // another one.
-func Start() (*Server, error) {
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, ErrNotInstalled
-	}
-	var last error
-	for range 3 {
-		s, err := start(path, nil)
-		if err == nil {
-			return s, nil
-		}
-		last = err
-	}
-	return nil, last
-}
+func Start() (*Server, error) { return start(nil) }
 
-// start starts one redis-server; extra(port) gives arguments beyond the
+// start starts one redis-server; extra(dir) gives arguments beyond the
 // common ones.
-func start(path string, extra func(dir string) ([]string, error)) (*Server, error) {
-	port, err := daemon.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "redistest-")
-	if err != nil {
-		return nil, err
-	}
-	log, err := os.Create(filepath.Join(dir, "redis.log"))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	args := []string{
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", dir,
-		"--daemonize", "no",
-		"--loglevel", "warning",
+func start(extra func(dir string) ([]string, error)) (*Server, error) {
+	s, err := redisproc.Start(func(dir string) ([]string, error) {
 		// DEBUG SLEEP stalls the server in tests that lose a reply.
-		"--enable-debug-command", "local",
-	}
-	if extra != nil {
-		more, err := extra(dir)
-		if err != nil {
-			log.Close()
-			os.RemoveAll(dir)
-			return nil, err
+		args := []string{"--enable-debug-command", "local"}
+		if extra != nil {
+			more, err := extra(dir)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, more...)
 		}
-		args = append(args, more...)
+		return args, nil
+	})
+	switch {
+	case errors.Is(err, redisproc.ErrNotInstalled):
+		return nil, ErrNotInstalled
+	case err != nil:
+		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	cmd := exec.Command(path, args...)
-	// Files, not writers: os/exec then starts no copying goroutines.
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir, log: log}
-	if err := s.waitReady(); err != nil {
-		s.Stop()
-		out, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-		return nil, fmt.Errorf("redistest: redis-server on %s: %w; log: %s", s.Addr, err, strings.TrimSpace(string(out)))
-	}
-	return s, nil
-}
-
-func (s *Server) waitReady() error {
-	deadline := time.Now().Add(startTimeout)
-	for {
-		err := ping(s.Addr)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		// Signal 0 checks that the process is still alive: a server that
-		// exited (port taken) will never answer.
-		if s.cmd.Process.Signal(syscall.Signal(0)) != nil {
-			return errors.New("redis-server exited")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("PING answered %q", line)
-	}
-	return nil
-}
-
-// Stop terminates the server, waits for it and removes its directory.
-func (s *Server) Stop() {
-	daemon.Stop(s.cmd, 5*time.Second)
-	s.log.Close()
-	os.RemoveAll(s.dir)
+	return &Server{s}, nil
 }
 
 // The test binary's server and cluster, started on first use.
@@ -215,17 +118,13 @@ const clusterMasters = 3
 // them with `redis-cli --cluster create … --cluster-replicas 0
 // --cluster-yes`, and waits until every node reports cluster_state:ok.
 func StartCluster() (*Cluster, error) {
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, ErrNotInstalled
-	}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		return nil, ErrNotInstalled
 	}
 	c := &Cluster{}
 	for range clusterMasters {
-		s, err := start(path, func(dir string) ([]string, error) {
+		s, err := start(func(dir string) ([]string, error) {
 			bus, err := daemon.FreePort()
 			if err != nil {
 				return nil, err
@@ -249,7 +148,7 @@ func StartCluster() (*Cluster, error) {
 		c.Stop()
 		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w: %s", err, out)
 	}
-	deadline := time.Now().Add(startTimeout)
+	deadline := time.Now().Add(redisproc.StartTimeout)
 	for _, n := range c.Nodes {
 		for {
 			host, port, _ := net.SplitHostPort(n.Addr)
@@ -259,7 +158,7 @@ func StartCluster() (*Cluster, error) {
 			}
 			if time.Now().After(deadline) {
 				c.Stop()
-				return nil, fmt.Errorf("redistest: cluster node %s not ok after %v: %s %v", n.Addr, startTimeout, out, err)
+				return nil, fmt.Errorf("redistest: cluster node %s not ok after %v: %s %v", n.Addr, redisproc.StartTimeout, out, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -14,6 +14,7 @@ package retrytest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/readretry/readretry/retry"
@@ -22,6 +23,11 @@ import (
 
 // ErrUnknownProxy is returned by Send for a proxy that was never opened.
 var ErrUnknownProxy = errors.New("retrytest: unknown proxy")
+
+// ErrMarkedDown is what Send returns, and ProxyError says, for a proxy the
+// test marked unavailable (SetAvailable) or refusing (SetRefusing) without
+// a cause of its own (SetDown, SetSendError). It wraps retry.ErrUnavailable.
+var ErrMarkedDown = fmt.Errorf("retrytest: proxy marked down by the test: %w", retry.ErrUnavailable)
 
 // Handler plays one proxy: it gets each request sent to it, already parsed
 // (a view valid during the call), and may answer through r. A nil Handler
@@ -53,7 +59,8 @@ func (s Sent) Request() wire.Request {
 type proxyState struct {
 	p         retry.Proxy
 	available bool
-	refuse    bool // Send fails even though Available says true
+	down      error // why it is unavailable (SetDown); nil: ErrMarkedDown
+	refuse    error // Send fails with it even though Available says true
 	handler   Handler
 	own       bool // handler set by SetHandler, not the default
 	sends     int
@@ -138,7 +145,9 @@ func (t *Transport) Release(id retry.ProxyID) {
 }
 
 // Send hands the frame to the proxy's handler (retry.Transport). It fails
-// with retry.ErrUnavailable if the proxy is marked unavailable or refusing.
+// with the proxy's cause (SetDown; ErrMarkedDown by default) if the proxy
+// is marked unavailable, and with the error SetSendError or SetRefusing
+// gave if it is refusing.
 func (t *Transport) Send(id retry.ProxyID, frame []byte) error {
 	t.mu.Lock()
 	st := t.proxies[id]
@@ -146,9 +155,14 @@ func (t *Transport) Send(id retry.ProxyID, frame []byte) error {
 		t.mu.Unlock()
 		return ErrUnknownProxy
 	}
-	if !st.available || st.refuse {
+	if !st.available {
+		err := st.downErr()
 		t.mu.Unlock()
-		return retry.ErrUnavailable
+		return err
+	}
+	if err := st.refuse; err != nil {
+		t.mu.Unlock()
+		return err
 	}
 	st.sends++
 	if t.log {
@@ -209,23 +223,77 @@ func (t *Transport) Available(id retry.ProxyID) bool {
 	return st != nil && st.available
 }
 
+// downErr is why an unavailable proxy is down; t.mu is held.
+func (st *proxyState) downErr() error {
+	if st.down != nil {
+		return st.down
+	}
+	return ErrMarkedDown
+}
+
+// ProxyError says why the proxy cannot take a frame now, nil if it can
+// (retry.ProxyErrorer; SPEC R13, issue 29): ErrUnknownProxy for an id not
+// open; for a proxy marked unavailable, its cause (SetDown) or
+// ErrMarkedDown; for one refusing, the error its Send returns, unless that
+// error refuses the request rather than the proxy (retry.ErrRequestRefused).
+func (t *Transport) ProxyError(id retry.ProxyID) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.proxies[id]
+	switch {
+	case st == nil:
+		return ErrUnknownProxy
+	case !st.available:
+		return st.downErr()
+	case st.refuse != nil && !errors.Is(st.refuse, retry.ErrRequestRefused):
+		return st.refuse
+	}
+	return nil
+}
+
 // SetAvailable marks a proxy available or not; an unavailable proxy fails
-// Send and is skipped by the client's proxy choice.
+// Send with ErrMarkedDown and is skipped by the client's proxy choice.
+// Marking it available forgets the cause SetDown gave.
 func (t *Transport) SetAvailable(p retry.Proxy, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if id, found := t.byAddr[p]; found {
-		t.proxies[id].available = ok
+		t.proxies[id].available, t.proxies[id].down = ok, nil
 	}
 }
 
-// SetRefusing makes a proxy look available but fail every Send, as a
-// connection that just broke does.
-func (t *Transport) SetRefusing(p retry.Proxy, refuse bool) {
+// SetDown marks a proxy unavailable for the reason cause, which Send
+// returns and ProxyError says (nil: ErrMarkedDown), as a transport whose
+// dial failed would: a test of what the client reports then.
+func (t *Transport) SetDown(p retry.Proxy, cause error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if id, found := t.byAddr[p]; found {
-		t.proxies[id].refuse = refuse
+		t.proxies[id].available, t.proxies[id].down = false, cause
+	}
+}
+
+// SetRefusing makes a proxy look available but fail every Send with
+// ErrMarkedDown, as a connection that just broke does; false undoes it
+// (and SetSendError).
+func (t *Transport) SetRefusing(p retry.Proxy, refuse bool) {
+	var err error
+	if refuse {
+		err = ErrMarkedDown
+	}
+	t.SetSendError(p, err)
+}
+
+// SetSendError makes a proxy look available but fail every Send with err
+// (nil: Send works again). An error wrapping retry.ErrRequestRefused plays
+// a transport that refuses the request itself, which the client returns to
+// its caller without trying another proxy; any other plays a proxy that
+// cannot take frames.
+func (t *Transport) SetSendError(p retry.Proxy, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, found := t.byAddr[p]; found {
+		t.proxies[id].refuse = err
 	}
 }
 

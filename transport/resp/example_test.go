@@ -48,14 +48,15 @@ func Example() {
 	rec := res.Record(0)
 	fmt.Printf("err=%v code=%d attempts=%d %s=%s\n", err, res.Code(), res.Attempts(), rec.Key, rec.Value)
 
-	// A write is refused by every replica's Send (ErrWriteRefused), so the
-	// engine finds no proxy for it: writes go to the master another way.
+	// A write is refused by the transport (ErrWriteRefused, which wraps
+	// retry.ErrRequestRefused): Do returns that error at once, no replica
+	// sees it, and writes go to the master another way.
 	err = c.Do(context.Background(), zone, &retry.Request{Command: wire.CmdInsert, Key: []byte("k"), Value: []byte("v")}, nil)
 	fmt.Println("write:", err)
 	fmt.Println("transient replica errors:", tr.Stats().ReplicaTransient)
 	// Output:
 	// err=<nil> code=0 attempts=2 user:1=alice
-	// write: retry: no proxy available in the zone
+	// write: resp: writes are not sent to replicas: retry: request refused by the transport
 	// transient replica errors: 1
 }
 

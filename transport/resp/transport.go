@@ -48,18 +48,19 @@ const (
 )
 
 // Errors returned by Send for frames this transport does not carry. They
-// do not wrap retry.ErrUnavailable: no other replica would take them
-// either.
+// wrap retry.ErrRequestRefused, not retry.ErrUnavailable: no other replica
+// would take them either, so the engine tries none and Send and Do return
+// them as they are (SPEC R13, issue 29).
 var (
 	// ErrWriteRefused: a write command (1, 3, 5, 9). Replicas are
 	// read-only, and read retry never re-sends writes (SPEC R3): an SDK
 	// sends writes to the master with its ordinary client, made idempotent
 	// with package idem where they may be repeated.
-	ErrWriteRefused = errors.New("resp: writes are not sent to replicas")
+	ErrWriteRefused = fmt.Errorf("resp: writes are not sent to replicas: %w", retry.ErrRequestRefused)
 	// ErrUnsupported: a read command with no mapping to a Redis command
 	// (see the package documentation's table), or an index read whose
 	// position is beyond what LRANGE can address.
-	ErrUnsupported = errors.New("resp: command has no redis mapping")
+	ErrUnsupported = fmt.Errorf("resp: command has no redis mapping: %w", retry.ErrRequestRefused)
 	// ErrInvalidConfig wraps what is wrong with a Config.
 	ErrInvalidConfig = errors.New("resp: invalid config")
 )
@@ -117,8 +118,8 @@ type Stats struct {
 	// Commands is the number of RESP commands written: one per GET, per
 	// MGET chunk, per LRANGE chunk.
 	Commands uint64
-	// Refused counts Send calls refused with ErrWriteRefused or
-	// ErrUnsupported.
+	// Refused counts Send calls refused with ErrWriteRefused,
+	// ErrUnsupported or a frame that does not parse (retry.ErrRequestRefused).
 	Refused uint64
 	// ReplicaTransient counts error replies that became Config.RetryCode
 	// (LOADING, BUSY, MASTERDOWN, TRYAGAIN).
@@ -218,14 +219,16 @@ func (t *Transport) WaitDialed(ctx context.Context) error { return t.tcp.WaitDia
 // Send queues one request frame for the replica (retry.Transport); frame
 // is checked and copied, not retained. A GET, BATCH_GET or LIST_GETALL
 // frame becomes RESP commands on the replica's connection (see the
-// package documentation). Errors: the frame's wire.ParseRequest error;
+// package documentation). Errors: the frame's wire.ParseRequest error,
 // ErrWriteRefused and ErrUnsupported for frames this transport does not
-// carry; tcp.Transport.Send's errors (wrapping retry.ErrUnavailable) when
-// the replica's connection is down.
+// carry, all three wrapping retry.ErrRequestRefused (the engine tries no
+// other replica); tcp.Transport.Send's errors (wrapping
+// retry.ErrUnavailable) when the replica's connection is down.
 func (t *Transport) Send(id retry.ProxyID, frame []byte) error {
 	req, err := wire.ParseRequest(frame)
 	if err != nil {
-		return err
+		t.stats.refused.Add(1)
+		return fmt.Errorf("%w: %w", retry.ErrRequestRefused, err)
 	}
 	switch req.Command() {
 	case wire.CmdGet, wire.CmdBatchGet:
@@ -254,6 +257,11 @@ func (t *Transport) Release(id retry.ProxyID) { t.tcp.Release(id) }
 // Recv returns one response frame made from a replica's reply
 // (retry.Transport), valid until the next Recv; see tcp.Transport.Recv.
 func (t *Transport) Recv() (frame []byte, from retry.ProxyID, ok bool) { return t.tcp.Recv() }
+
+// ProxyError says why the replica cannot take a frame now, nil if it can
+// (retry.ProxyErrorer; SPEC R13, issue 29): its last failed dial or the
+// error that broke its connection; see tcp.Transport.ProxyError.
+func (t *Transport) ProxyError(id retry.ProxyID) error { return t.tcp.ProxyError(id) }
 
 // Available reports whether the replica is connected with room in its
 // write buffer (retry.Transport).

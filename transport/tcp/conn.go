@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -27,6 +28,11 @@ type proxyConn struct {
 	full  atomic.Bool // the write buffer reached MaxPending
 	ready atomic.Bool // on Recv's list of proxies with frames (see Transport.Recv)
 	gone  atomic.Bool // released: Recv drops its frames (Transport.Release)
+	// cause is why the proxy is down: the last failed dial or the error that
+	// broke its connection (ProxyError). Stored before up goes false, so a
+	// sender that finds the proxy down finds the cause too; nil until the
+	// first dial ends.
+	cause atomic.Pointer[downCause]
 
 	ctx    context.Context // cancelled by shut: ends a dial under way
 	cancel context.CancelFunc
@@ -58,6 +64,12 @@ func (c *proxyConn) dial() (net.Conn, error) {
 	}
 	return nc, nil
 }
+
+// downCause boxes an error for proxyConn.cause.
+type downCause struct{ err error }
+
+// setCause records why the proxy is or is about to be down.
+func (c *proxyConn) setCause(err error) { c.cause.Store(&downCause{err: err}) }
 
 // attach makes nc the proxy's connection; false if the transport is closing
 // (nc is then closed).
@@ -142,6 +154,9 @@ func (c *proxyConn) readLoop() {
 			}
 		}
 		nc, err := c.dial()
+		if err != nil {
+			c.setCause(err) // before dialed: WaitDialed's caller finds it
+		}
 		attached := err == nil && c.attach(nc)
 		if first {
 			first = false
@@ -165,6 +180,8 @@ func (c *proxyConn) readLoop() {
 			slog.String("proxy", c.proxy.String()), slog.String("addr", nc.RemoteAddr().String()))
 		since := time.Now()
 		err = c.readFrames(nc)
+		// A bare io.EOF would not say what ended.
+		c.setCause(fmt.Errorf("tcp: connection to %s lost: %w", nc.RemoteAddr(), err))
 		c.detach(nc)
 		if c.stopped() {
 			return
@@ -346,6 +363,7 @@ func (c *proxyConn) writeLoop() {
 				// The reader sees the closed connection and reconnects;
 				// anything queued meanwhile is dropped by detach.
 				t.stats.framesLost.Add(uint64(frames))
+				c.setCause(err)
 				c.detach(nc)
 				break
 			}

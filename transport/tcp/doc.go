@@ -69,5 +69,9 @@
 // retry.ErrUnavailable, which makes the engine choose the next proxy at
 // once (SPEC R13). Frames queued but not yet written when a connection
 // breaks are dropped (counted in Stats.FramesLost): the engine's timers
-// re-send what read retry covers.
+// re-send what read retry covers. ProxyError says why a proxy is not
+// available — the last failed dial or the error that broke its
+// connection, as the network returned it — and the engine puts it in the
+// error Send and Do return when no proxy of a zone is available, so that
+// a wrong address shows in the caller's log (SPEC R13, issue 29).
 package tcp

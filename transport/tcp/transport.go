@@ -357,6 +357,42 @@ func (t *Transport) Available(id retry.ProxyID) bool {
 	return c != nil && c.up.Load() && !c.full.Load()
 }
 
+// ErrConnecting is ProxyError's answer for a proxy whose first connection
+// attempt has not ended yet (Open never waits on a dial, SPEC R22): a
+// request sent right after the route that names it finds it down. It wraps
+// retry.ErrUnavailable. WaitDialed waits for those first attempts.
+var ErrConnecting = fmt.Errorf("tcp: first connection attempt under way: %w", retry.ErrUnavailable)
+
+// ProxyError says why the proxy cannot take a frame now (retry.ProxyErrorer;
+// SPEC R13, issue 29), nil if it can: ErrUnknownProxy, ErrClosed,
+// ErrWriteQueueFull, ErrConnecting before its first connection attempt
+// ended, and otherwise the error of its last failed connection attempt or
+// the one that broke its connection, as Config.Resolve, Config.Dial or the
+// connection returned it (a refused dial is a *net.OpError whose text
+// names the address: "dial tcp 127.0.0.1:1: connect: connection
+// refused"). The engine calls it only when no proxy of a zone took a
+// request, to say why in the error Send returns; any goroutine may call
+// it, and it does not block.
+func (t *Transport) ProxyError(id retry.ProxyID) error {
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	c := t.conn(id)
+	switch {
+	case c == nil:
+		return ErrUnknownProxy
+	case c.up.Load():
+		if c.full.Load() {
+			return ErrWriteQueueFull
+		}
+		return nil
+	}
+	if dc := c.cause.Load(); dc != nil && dc.err != nil {
+		return dc.err
+	}
+	return ErrConnecting
+}
+
 // Recv returns the oldest frame of the next proxy with one waiting, in
 // round-robin order over proxies, or ok == false at once if none is waiting
 // (retry.Transport). The frame is a view into that proxy's receive ring,

@@ -30,171 +30,57 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/readretry/readretry/internal/redistest/redisproc"
 )
 
 // ErrNotInstalled is returned by Start when redis-server is not on PATH.
 var ErrNotInstalled = errors.New("resptest: redis-server not found on PATH (Debian: apt-get install redis-server)")
 
-// startTimeout bounds how long Start waits for a server to answer PING.
-const startTimeout = 10 * time.Second
+// startTimeout bounds how long a fault waits for a server to come back.
+const startTimeout = redisproc.StartTimeout
 
-// Server is one redis-server child process on 127.0.0.1.
+// Server is one redis-server child process on 127.0.0.1, started by
+// redisproc (the starter internal/redistest uses too); its embedded
+// redisproc.Server gives Addr, Stop (terminate, remove its directory),
+// Kill (SIGKILL: connections reset, new ones refused until Restart) and
+// Restart (again on the same port, loading the snapshot Load saved and
+// answering -LOADING while it does, as a restarted replica would; without
+// a snapshot it starts empty).
 type Server struct {
-	// Addr is the server's host:port.
-	Addr string
-	port int
-	path string
-	dir  string
+	*redisproc.Server
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	log     *os.File
-	stopped bool // SIGSTOP sent and not yet continued
-	busy    <-chan error
+	mu   sync.Mutex
+	busy <-chan error
 }
 
 // Start starts a redis-server on a free loopback port and waits until it
 // answers PING. A port taken between choosing and binding is retried.
 func Start() (*Server, error) {
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
+	s, err := redisproc.Start(func(string) ([]string, error) {
+		return []string{"--enable-debug-command", "yes", "--busy-reply-threshold", "20"}, nil
+	})
+	switch {
+	case errors.Is(err, redisproc.ErrNotInstalled):
 		return nil, ErrNotInstalled
+	case err != nil:
+		return nil, fmt.Errorf("resptest: %w", err)
 	}
-	var last error
-	for range 3 {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		dir, err := os.MkdirTemp("", "resptest-")
-		if err != nil {
-			return nil, err
-		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, path: path, dir: dir}
-		if last = s.start(); last == nil {
-			return s, nil
-		}
-		os.RemoveAll(dir)
-	}
-	return nil, last
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	return port, l.Close()
-}
-
-// start runs the process on s.port and waits for PING.
-func (s *Server) start() error {
-	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(s.path,
-		"--port", strconv.Itoa(s.port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", s.dir,
-		"--daemonize", "no",
-		"--loglevel", "warning",
-		"--enable-debug-command", "yes",
-		"--busy-reply-threshold", "20",
-	)
-	// Files, not writers: os/exec then starts no copying goroutines.
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return err
-	}
-	s.mu.Lock()
-	s.cmd, s.log = cmd, log
-	s.mu.Unlock()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		_, err := s.Do("PING")
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || cmd.Process.Signal(syscall.Signal(0)) != nil {
-			s.terminate(syscall.SIGKILL)
-			out, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			return fmt.Errorf("resptest: redis-server on %s: %w; log: %s", s.Addr, err, strings.TrimSpace(string(out)))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// terminate signals the process, waits for it (killing it after 5 s) and
-// closes its log.
-func (s *Server) terminate(sig syscall.Signal) {
-	s.mu.Lock()
-	cmd, log, stopped := s.cmd, s.log, s.stopped
-	s.cmd, s.log, s.stopped = nil, nil, false
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(sig)
-	if stopped {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	log.Close()
-}
-
-// Stop terminates the server and removes its directory.
-func (s *Server) Stop() {
-	s.terminate(syscall.SIGTERM)
-	os.RemoveAll(s.dir)
-}
-
-// Kill kills the server with SIGKILL: connections reset, new ones are
-// refused until Restart.
-func (s *Server) Kill() { s.terminate(syscall.SIGKILL) }
-
-// Restart starts a killed server again on the same port. It loads the
-// snapshot Load saved, answering -LOADING while it does, as a restarted
-// replica would; without a snapshot it starts empty.
-func (s *Server) Restart() error { return s.start() }
-
-// signal sends sig to the running process.
-func (s *Server) signal(sig syscall.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return errors.New("resptest: server not running")
-	}
-	s.stopped = sig == syscall.SIGSTOP
-	return s.cmd.Process.Signal(sig)
+	return &Server{Server: s}, nil
 }
 
 // Freeze stops the process with SIGSTOP: connections stay open and nothing
 // answers — a dark host. Thaw continues it.
-func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+func (s *Server) Freeze() error { return s.Signal(syscall.SIGSTOP) }
 
 // Thaw continues a frozen process with SIGCONT; it answers what was
 // queued meanwhile.
-func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
+func (s *Server) Thaw() error { return s.Signal(syscall.SIGCONT) }
 
 // Sleep makes the server sleep d inside one command (DEBUG SLEEP), so
 // every client waits: a slow replica. It returns at once; the returned
@@ -268,7 +154,7 @@ func (s *Server) MasterDown() error {
 	if _, err := s.Do("CONFIG", "SET", "replica-serve-stale-data", "no"); err != nil {
 		return err
 	}
-	port, err := freePort() // nothing listens there: the link stays down
+	port, err := redisproc.FreePort() // nothing listens there: the link stays down
 	if err != nil {
 		return err
 	}
