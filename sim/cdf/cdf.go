@@ -178,9 +178,15 @@ func Points(sorted []time.Duration) plotter.XYs {
 func ms(d time.Duration) float64 { return math.Max(float64(d)/1e6, MinMs) }
 
 // Axis returns the time axis every tile of tiles shares, in milliseconds:
-// from the whole decade at or below the smallest latency of any line or
-// mark to the whole decade at or above the largest, so that the log
-// ticks are labelled. ok is false when no line has a latency.
+// from the round number (1, 2 or 5 × 10^k) at or below the smallest
+// latency or mark of any drawn tile to the one at or above the largest.
+// Tiles without latencies are not drawn and do not count. ok is false
+// when no line has a latency.
+//
+// The axis is logarithmic: a run's reads end from tens of microseconds
+// (a fast answer) to seconds (a budget or the wait timeout), five decades,
+// and a linear axis would squeeze every answer that did not wait for a
+// re-send into its first pixels.
 func Axis(tiles []Tile) (lo, hi float64, ok bool) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	drawn := false
@@ -205,12 +211,40 @@ func Axis(tiles []Tile) (lo, hi float64, ok bool) {
 			}
 		}
 	}
-	lo = math.Pow(10, math.Floor(math.Log10(lo)))
-	hi = math.Pow(10, math.Ceil(math.Log10(hi)))
+	lo, hi = niceDown(lo), niceUp(hi)
 	if hi <= lo {
-		hi = lo * 10
+		hi = niceUp(lo * 1.5)
 	}
 	return lo, hi, true
+}
+
+// niceSteps are the mantissas an axis end may have: 1, 2 and 5 times a
+// power of ten, so that an end is a round number but the axis wastes at
+// most a factor 2.5 on either side (whole decades would waste up to 10).
+var niceSteps = []float64{1, 2, 5, 10}
+
+// niceDown returns the largest 1, 2 or 5 × 10^k at or below v > 0.
+func niceDown(v float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	out := p
+	for _, m := range niceSteps {
+		// The tolerance keeps 0.3/0.1 = 2.9999… from falling a step.
+		if m*p <= v*(1+1e-9) {
+			out = m * p
+		}
+	}
+	return out
+}
+
+// niceUp returns the smallest 1, 2 or 5 × 10^k at or above v > 0.
+func niceUp(v float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range niceSteps {
+		if m*p >= v*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 func hasLatencies(t Tile) bool {

@@ -145,9 +145,9 @@ func TestSharedAxis(t *testing.T) {
 		{Title: "wide", Lines: []Line{{Label: "b", Latencies: []time.Duration{msd(0.25), msd(1500)}}}},
 		{Title: "marked", Lines: []Line{{Label: "c", Latencies: []time.Duration{msd(3)}}}, Marks: []Mark{{Label: "wait", At: 30 * time.Second}, {Label: "off", At: 0}}},
 	}}
-	// Smallest 0.25 ms -> 0.1; largest the 30 s mark -> 10^5 ms. The empty
-	// tile's mark does not count: the tile is not drawn.
-	const wantLo, wantHi = 0.1, 1e5
+	// Smallest 0.25 ms -> 0.2; largest the 30 s mark -> 5·10^4 ms. The
+	// empty tile's mark does not count: the tile is not drawn.
+	const wantLo, wantHi = 0.2, 5e4
 	lo, hi, ok := Axis(pg.Tiles)
 	if !ok || math.Abs(lo-wantLo) > 1e-12 || math.Abs(hi-wantHi) > 1e-6 {
 		t.Fatalf("Axis = %v, %v, %v; want %v, %v", lo, hi, ok, wantLo, wantHi)
@@ -169,6 +169,26 @@ func TestSharedAxis(t *testing.T) {
 	}
 	if _, _, ok := Axis([]Tile{{Marks: []Mark{{At: time.Second}}}}); ok {
 		t.Fatal("an axis for no latencies")
+	}
+}
+
+// TestNiceEnds: an axis end is 1, 2 or 5 times a power of ten, the
+// nearest outside the data.
+func TestNiceEnds(t *testing.T) {
+	for _, c := range []struct{ v, down, up float64 }{
+		{0.03, 0.02, 0.05}, {0.25, 0.2, 0.5}, {1, 1, 1}, {0.3, 0.2, 0.5}, {2, 2, 2}, {4.9, 2, 5},
+		{5, 5, 5}, {7, 5, 10}, {1400, 1000, 2000}, {3000, 2000, 5000}, {5001, 5000, 10000}, {33000, 20000, 50000},
+	} {
+		if got := niceDown(c.v); math.Abs(got-c.down) > 1e-9*c.down {
+			t.Errorf("niceDown(%v) = %v, want %v", c.v, got, c.down)
+		}
+		if got := niceUp(c.v); math.Abs(got-c.up) > 1e-9*c.up {
+			t.Errorf("niceUp(%v) = %v, want %v", c.v, got, c.up)
+		}
+	}
+	// One latency: the axis still spans a step.
+	if lo, hi, _ := Axis([]Tile{{Lines: []Line{{Latencies: []time.Duration{msd(2)}}}}}); lo != 2 || hi != 5 {
+		t.Errorf("axis of one 2 ms latency: %v..%v, want 2..5", lo, hi)
 	}
 }
 

@@ -38,6 +38,6 @@ func ExampleEncode() {
 	fmt.Println(cdf.Points(slow))
 	// Output:
 	// 480 x 351 px
-	// 1 1000 true
+	// 1 500 true
 	// [{1 0.3333333333333333} {2 0.6666666666666666} {80 0.9999}]
 }
