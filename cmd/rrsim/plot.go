@@ -71,26 +71,18 @@ func tileTitle(sc sim.Scenario, name string) string {
 	return name
 }
 
-// marks are the times the run was built around: the first segment x of
-// a simple read (where its first re-send goes out), the simple and
-// complex budgets, and the wait timeout of the requests without read
-// retry.
+// marks are the times the run was built around (cdf.RunMarks): the
+// first segment x of a simple read, the budgets — a capacity scenario's
+// own — and the wait timeout.
 func marks(sc sim.Scenario, opt sim.Options) []cdf.Mark {
 	simple, complexB := opt.SimpleBudget, opt.ComplexBudget
 	if sc.Load != nil {
 		simple, complexB = sc.Load.SimpleBudget, sc.Load.ComplexBudget
 	}
-	var out []cdf.Mark
-	if d := retry.SimpleDeadlines(simple, opt.MaxRetries); len(d) > 1 {
-		out = append(out, cdf.Mark{Label: "x " + short(d[0]), At: d[0]})
-	}
-	return append(out,
-		cdf.Mark{Label: "simple " + short(simple), At: simple},
-		cdf.Mark{Label: "complex " + short(complexB), At: complexB},
-		cdf.Mark{Label: "wait " + short(opt.WaitTimeout), At: opt.WaitTimeout})
+	return cdf.RunMarks(simple, complexB, opt.WaitTimeout, opt.MaxRetries)
 }
 
-// short is d for a label: 300ms, 1s, 1.5s.
+// short is d for the caption: 300ms, 1s, 1.5s.
 func short(d time.Duration) string { return d.Round(time.Millisecond / 10).String() }
 
 // caption is the run's parameters, two lines.

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/readretry/readretry/retry"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
@@ -129,6 +130,29 @@ type Mark struct {
 	Label string        // drawn beside the line, e.g. "simple budget 300ms"
 	At    time.Duration // where; a mark at 0 or below is left out
 }
+
+// RunMarks returns the marks of a run of read retry (SPEC R1, R6) with
+// these budgets, ReadRetryMaxCnt retries and wait timeout, in time order
+// of a default run: "x" at the first segment of a simple read,
+// x = 2T/((n+1)(n+2)) (where its first re-send goes out; left out when
+// the schedule has a single segment), "simple" and "complex" at the
+// budgets (where a read gives up), "wait" at the wait timeout of
+// requests without read retry. A duration <= 0 gives no mark.
+func RunMarks(simple, complexBudget, wait time.Duration, retries int) []Mark {
+	var out []Mark
+	if d := retry.SimpleDeadlines(simple, retries); len(d) > 1 {
+		out = append(out, Mark{Label: "x " + short(d[0]), At: d[0]})
+	}
+	for _, m := range []Mark{{"simple", simple}, {"complex", complexBudget}, {"wait", wait}} {
+		if m.At > 0 {
+			out = append(out, Mark{Label: m.Label + " " + short(m.At), At: m.At})
+		}
+	}
+	return out
+}
+
+// short is d for a label, to 0.1 ms: 300ms, 1s, 1.5s, 33.3ms.
+func short(d time.Duration) string { return d.Round(time.Millisecond / 10).String() }
 
 // Tile is one chart of a page: a scenario's lines.
 type Tile struct {

@@ -192,6 +192,28 @@ func TestNiceEnds(t *testing.T) {
 	}
 }
 
+// TestRunMarks: x is the first segment of a simple read, 2T/((n+1)(n+2))
+// (SPEC R6): 2·300/(3·4) = 50 ms for T = 300 ms, n = 2, and 2·200/(4·5)
+// = 20 ms for n = 3; one segment (n = 0) has no x; an unset duration no
+// mark.
+func TestRunMarks(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		simple, complexB, wait time.Duration
+		n                      int
+		want                   []Mark
+	}{
+		{300 * ms, 600 * ms, time.Second, 2, []Mark{{"x 50ms", 50 * ms}, {"simple 300ms", 300 * ms}, {"complex 600ms", 600 * ms}, {"wait 1s", time.Second}}},
+		{200 * ms, 700 * ms, 1500 * ms, 3, []Mark{{"x 20ms", 20 * ms}, {"simple 200ms", 200 * ms}, {"complex 700ms", 700 * ms}, {"wait 1.5s", 1500 * ms}}},
+		{300 * ms, 600 * ms, 0, 0, []Mark{{"simple 300ms", 300 * ms}, {"complex 600ms", 600 * ms}}},
+		{0, 0, time.Second, 2, []Mark{{"wait 1s", time.Second}}},
+	} {
+		if got := RunMarks(c.simple, c.complexB, c.wait, c.n); !slices.Equal(got, c.want) {
+			t.Errorf("RunMarks(%v, %v, %v, %d) = %v, want %v", c.simple, c.complexB, c.wait, c.n, got, c.want)
+		}
+	}
+}
+
 // recorded draws pg on a recording canvas and returns the actions, the
 // plots and the canvas each was drawn on.
 func recorded(t *testing.T, pg Page) ([]recorder.Action, []*plot.Plot, [][]draw.Canvas) {
