@@ -379,6 +379,11 @@ func chart(t Tile, lo, hi float64) (*plot.Plot, error) {
 	// only at its right end.
 	p.Legend.Top = true
 	p.Legend.Left = true
+	// Smaller text and a longer sample than gonum's: a legend of seven
+	// clients covers less of the curves, and each sample is long enough
+	// to show its dash pattern whole.
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Legend.ThumbnailWidth = vg.Points(30)
 	p.Legend.XOffs = vg.Points(6)
 	p.Legend.YOffs = -vg.Points(6)
 	return p, nil
