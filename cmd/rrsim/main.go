@@ -226,7 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if cfg.plot != "" {
-		if err := writePlot(cfg.plot, reports); err != nil {
+		if err := writePlot(cfg.plot, reports, cfg.scenarios, cfg.opt); err != nil {
 			fmt.Fprintln(stderr, "rrsim: plot:", err)
 			return 2
 		}

@@ -351,7 +351,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, child fun
 		}
 	}
 	if cfg.plot != "" {
-		if err := writePlot(cfg.plot, rows); err != nil {
+		if err := writePlot(cfg.plot, rows, cfg); err != nil {
 			fmt.Fprintln(stderr, "rrcompare: plot:", err)
 			return 2
 		}
