@@ -127,7 +127,11 @@ const (
 // and the per-scope counter table <table>_scopes its triggers keep (see
 // CreateTable), which a scoped claim reads by primary key to check the
 // quotas (SPEC I5 round 3). Each method is one or two statements in
-// autocommit mode; the unique index decides every race. Keys are sent as bytes, so any key of 1 to
+// autocommit mode, the unique index decides every race, and a claim —
+// scoped or not — is one statement, prepared once per connection and
+// reused (one round trip; Close releases the statements). On SQLite the
+// dedup table is WITHOUT ROWID, so a claim writes one page of it (see
+// CreateTable). Keys are sent as bytes, so any key of 1 to
 // idem.MaxKeyLen bytes works on every database. Safe for concurrent use.
 type Store struct {
 	db        *sql.DB
@@ -375,6 +379,26 @@ func ensureScope(d Dialect, t string) string {
 // trigger function <table>_scope_count; MySQL/MariaDB with binary logging
 // needs the TRIGGER privilege and log_bin_trust_function_creators (or
 // SUPER) to create triggers.
+//
+// On SQLite a dedup table created by an earlier build is a rowid table
+// with its primary key in a second B-tree, and CreateTable leaves it so:
+// it works, but each claim writes a page of both (each page one WAL frame
+// at the commit). To get the one-B-tree table CreateTable now creates,
+// rebuild it, while no store writes it, in one transaction:
+//
+//	BEGIN;
+//	CREATE TABLE idem_dedup_new (<the columns above>,
+//		PRIMARY KEY (id, kind)) WITHOUT ROWID;
+//	INSERT INTO idem_dedup_new SELECT id, kind, state, fence, expires_at,
+//		result, scope, size FROM idem_dedup;
+//	DROP TABLE idem_dedup;  -- and its triggers
+//	ALTER TABLE idem_dedup_new RENAME TO idem_dedup;
+//	COMMIT;
+//
+// then run CreateTable, which puts the triggers back; the counter table
+// is untouched and still right (the copy ran without triggers, so nothing
+// was counted twice). Stores already open re-prepare their statements by
+// themselves; Close them to drop the old ones at once.
 func (s *Store) CreateTable(ctx context.Context) error {
 	base := s.table[strings.LastIndexByte(s.table, '.')+1:]
 	stmts := []string{"CREATE TABLE IF NOT EXISTS " + s.table + ` (
