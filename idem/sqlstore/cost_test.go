@@ -91,7 +91,7 @@ func walSize(t *testing.T, db string) int64 {
 // the store works on the rowid table; then the table is rebuilt WITHOUT
 // ROWID by the documented statements, CreateTable puts the triggers back,
 // and the counters still equal the rows, before and after more claims
-// and a release.
+// and a release by the store that was open all along.
 func TestSQLiteMigrateRowidTable(t *testing.T) {
 	ctx := context.Background()
 	db := openSQLite(t)
@@ -149,8 +149,11 @@ func TestSQLiteMigrateRowidTable(t *testing.T) {
 		}
 	}
 	conn.Close()
-	s.Close() // statements prepared on the old table
-	s = storeOn(t, db, sqlstore.SQLite.Name, sqlstore.Config{})
+	// The same store, its statements prepared on the old table: SQLite
+	// prepares them again for the new one.
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var ddl string
 	if err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'idem_dedup'`).Scan(&ddl); err != nil || !strings.Contains(ddl, "WITHOUT ROWID") {
 		t.Fatalf("rebuilt table: %q, %v", ddl, err)
