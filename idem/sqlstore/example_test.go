@@ -59,6 +59,7 @@ func ExampleStore() {
 
 	d, _ := sqlstore.DialectOf(db)
 	store, _ := sqlstore.New(db, d, sqlstore.Config{})
+	defer store.Close() // its prepared statements, before db.Close
 	if err := store.CreateTable(ctx); err != nil {
 		panic(err)
 	}
