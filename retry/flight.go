@@ -144,7 +144,14 @@ func (f *flight) addTried(id ProxyID) {
 	if int(f.m.ntried) < 1+int(f.m.max) {
 		f.scratch().setTried(int(f.m.ntried), id)
 		f.m.ntried++
-		f.c.loadOf(id).Add(1)
+		l := f.c.loadOf(id)
+		if l.attempts.Load() == 0 {
+			// SPEC §7 R13 round 3: the proxy's silence is timed from its
+			// first attempt outstanding (health.go, stalled), stored
+			// before the count shows it so no sender sees an old time.
+			l.health.since.Store(f.now)
+		}
+		l.attempts.Add(1)
 	}
 }
 

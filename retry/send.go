@@ -195,8 +195,9 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 	mayProbe := c.probeEvery != 0 && m.kind == kindSimple && m.max > 0
 	var probe ProxyID
 	var skip proxySet
+	stall := c.stallAfter(m.deadline - f.now) // a share of the first segment (health.go)
 	for {
-		p, q, ok := c.chooseFirst(z, &skip, f.now, mayProbe && probe == 0)
+		p, q, ok := c.chooseFirst(z, &skip, f.now, stall, mayProbe && probe == 0)
 		if !ok {
 			f.releaseReservation(m.kind)
 			return 0, ErrNoProxy
