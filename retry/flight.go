@@ -61,6 +61,7 @@ const (
 	flagNoResend                   // the storm guard refused a re-send: no more are tried (SPEC R19)
 	flagFailed                     // records with a listed code were delivered as they are (SPEC R8b, R17 round 3)
 	flagHedged                     // a simple read whose first re-send was moved earlier (SPEC R21, hedge.go)
+	flagPacket                     // a complex read has had a good packet: its first-packet latency is recorded (SPEC R21)
 )
 
 func (m *ctxMeta) done() bool { return m.flags&flagDone != 0 }

@@ -137,9 +137,9 @@ func (c *Client) classify(z *zone, req *Request) (ctxMeta, *Conf, error) {
 // (rate-limited). A plain request takes a unit of Config.MaxWaitingPerZone
 // instead, or fails with ErrTooManyRequests. The zone's counters are the
 // only limits: the table and the wheel have none. admit then sets the first
-// deadline: the first segment's end for a simple read (SPEC R6), the first
-// wait x for a complex read (SPEC R10), Config.WaitTimeout for a plain
-// request.
+// deadline: the first segment's end for a simple read (SPEC R6, R21), the
+// first wait x (or Hedge's d, SPEC R21) for a complex read (SPEC R10),
+// Config.WaitTimeout for a plain request.
 func (f *flight) admit(m *ctxMeta) error {
 	c, z := f.c, f.z
 	m.firstMs = uint32(f.now / int64(time.Millisecond))
@@ -164,7 +164,8 @@ func (f *flight) admit(m *ctxMeta) error {
 			m.flags |= flagHedged
 		}
 	default:
-		m.deadline = f.now + int64(segmentUnit(m.budget(), int(m.max)))
+		first, _ := z.firstWait(m.budget(), int(m.max)) // x, or the hedged d (SPEC R21)
+		m.deadline = f.now + int64(first)
 	}
 	return nil
 }
