@@ -66,13 +66,9 @@ func TestR13StallAvoidsDarkProxy(t *testing.T) {
 				wantSlow = append(wantSlow, seq)
 			}
 		}
-		for _, g := range finals(f.step(time.Millisecond, start)) {
-			results = append(results, g)
-		}
+		results = append(results, finals(f.step(time.Millisecond, start))...)
 	}
-	for _, g := range finals(f.step(stallX, start)) {
-		results = append(results, g)
-	}
+	results = append(results, finals(f.step(stallX, start))...)
 	if firstToDark != 32 {
 		t.Fatalf("%d first sends to the dark proxy, want 32 (reads sent at 0, 2, …, 62 ms)", firstToDark)
 	}
