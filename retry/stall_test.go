@@ -45,6 +45,9 @@ func checkOutstanding(t *testing.T, f *fixture) {
 func TestR13StallAvoidsDarkProxy(t *testing.T) {
 	px := hostProxies("dark", "lit")
 	f := newFixture(t, px, seedConf)
+	if n := stallRun(t, retry.Config{NoProxyHealth: true}); n != 350 {
+		t.Fatalf("health off: %d of 700 first sends to the dark proxy, want 350 (round robin)", n)
+	}
 	f.tr.SetHandler(px[1], retrytest.Serve(retrytest.Data{}, 0))
 	start := f.clock.Now()
 	sentAt := map[uint64]time.Duration{}
@@ -148,4 +151,25 @@ func TestR13StallFalsePositiveRecovers(t *testing.T) {
 	f.answer(toSlow[1], retry.ResultOK, "v")
 	f.drained()
 	checkOutstanding(t, f)
+}
+
+// stallRun sends a read every 1 ms for 700 ms to a dark and a lit proxy
+// and returns how many first sends went to the dark one.
+func stallRun(t *testing.T, cfg retry.Config) int {
+	px := hostProxies("dark", "lit")
+	f := newFixtureWith(t, px, seedConf, cfg)
+	f.tr.SetHandler(px[1], retrytest.Serve(retrytest.Data{}, 0))
+	n := 0
+	for range 700 {
+		f.send(retry.Request{Command: wire.CmdGet, Key: []byte("k")})
+		for _, s := range f.tr.Sent() {
+			if s.Proxy == px[0] && s.Request().Attempt() == 0 {
+				n++
+			}
+		}
+		f.step(time.Millisecond, f.clock.Now())
+	}
+	f.drained()
+	checkOutstanding(t, f)
+	return n
 }
