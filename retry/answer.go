@@ -168,6 +168,16 @@ func (f *flight) onComplex(pkt wire.Response) bool {
 		f.respond(pkt, res, false, keep, 0)
 		return true
 	}
+	if f.m.flags&flagPacket == 0 {
+		f.m.flags |= flagPacket
+		if h := f.z.hedgeComplex; h != nil {
+			// SPEC R21: the read's first-packet latency, from its first
+			// send. The first send is kept in ms (firstMs): one ms is added
+			// so the sample errs late, never re-sending before the percentile.
+			elapsed := int64(uint32(f.now/int64(time.Millisecond))-f.m.firstMs) * int64(time.Millisecond)
+			h.record(f.c, elapsed+int64(time.Millisecond), f.now)
+		}
+	}
 	var fresh, failed int
 	var complete bool
 	if f.m.kind == kindBatch {

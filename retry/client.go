@@ -141,7 +141,12 @@ type Config struct {
 	// balancing, and re-sends ignore health. With health on (the default) a
 	// proxy whose latest attempt timed out or could not be sent is suspect:
 	// first sends skip it while a healthy proxy is available, and one read
-	// per ProbeInterval probes it with a copy (see ClientStats).
+	// per ProbeInterval probes it with a copy (see ClientStats). First sends
+	// also skip a stalled proxy: attempts in flight to it and no frame from
+	// it for longer than an eighth of the read's first segment x (at least
+	// twice tick + poll interval, at least 2 ms), so a proxy that goes dark
+	// costs the reads of x/8, not x; it is back at its next frame.
+	// Schedules never change.
 	NoProxyHealth bool
 	// ProbeInterval is the least time between two probes of one suspect
 	// proxy; 0 means DefaultProbeInterval, at most MaxWaitTimeout. Each
@@ -212,6 +217,7 @@ type Client struct {
 	maxWaiting   int
 	hedge        Hedge // Config.Hedge with defaults filled; Percentile 0: off (SPEC R21)
 	probeEvery   int64 // ns between probes of a suspect proxy; 0: proxy health off (SPEC §7 R13 round 3)
+	stallFloor   int64 // ns: the least stall threshold (health.go), above a late poll's lag
 
 	// closeMu lets Close wait for Sends under way: each Send holds it for
 	// reading (reader-biased, so senders on many cores do not contend) and
@@ -348,6 +354,9 @@ func New(cfg Config) (*Client, error) {
 	if c.pollInterval == 0 {
 		c.pollInterval = c.tick
 	}
+	// Frames are timed by the poller: one late by a tick and a poll
+	// interval must not make a busy proxy look stalled (health.go).
+	c.stallFloor = max(int64(minStallFloor), 2*int64(c.tick+c.pollInterval))
 	if c.waitTimeout == 0 {
 		c.waitTimeout = DefaultWaitTimeout
 	}

@@ -48,3 +48,16 @@ func WaiterBufBytes(c *Client) (largest int) {
 	}
 	return largest
 }
+
+// ProxyOutstanding reports the attempts in flight the client counts for
+// proxy p (SPEC R22; the stall test of SPEC §7 R13 round 3), -1 for an
+// endpoint it does not know.
+func ProxyOutstanding(c *Client, p Proxy) int64 {
+	c.reg.mu.Lock()
+	id, ok := c.reg.byAddr[p]
+	c.reg.mu.Unlock()
+	if !ok {
+		return -1
+	}
+	return c.loadOf(id).attempts.Load()
+}

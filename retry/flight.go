@@ -61,6 +61,7 @@ const (
 	flagNoResend                   // the storm guard refused a re-send: no more are tried (SPEC R19)
 	flagFailed                     // records with a listed code were delivered as they are (SPEC R8b, R17 round 3)
 	flagHedged                     // a simple read whose first re-send was moved earlier (SPEC R21, hedge.go)
+	flagPacket                     // a complex read has had a good packet: its first-packet latency is recorded (SPEC R21)
 )
 
 func (m *ctxMeta) done() bool { return m.flags&flagDone != 0 }
@@ -144,7 +145,14 @@ func (f *flight) addTried(id ProxyID) {
 	if int(f.m.ntried) < 1+int(f.m.max) {
 		f.scratch().setTried(int(f.m.ntried), id)
 		f.m.ntried++
-		f.c.loadOf(id).Add(1)
+		l := f.c.loadOf(id)
+		if l.attempts.Load() == 0 {
+			// SPEC §7 R13 round 3: the proxy's silence is timed from its
+			// first attempt outstanding (health.go, stalled), stored
+			// before the count shows it so no sender sees an old time.
+			l.health.since.Store(f.now)
+		}
+		l.attempts.Add(1)
 	}
 }
 

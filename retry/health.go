@@ -1,6 +1,9 @@
 package retry
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Proxy health (SPEC §7 R13 round 3). First sends are blind without it:
 // every read sent to a dark proxy pays the first segment x before its
@@ -24,12 +27,65 @@ import "sync/atomic"
 // compare-and-swap, so two senders never probe the same proxy in one
 // interval. Nothing is allocated and no lock is taken.
 
+// Stall detection (SPEC §7 R13 round 3, issue 24 item 1). A timeout marks
+// a dark proxy suspect only when the first segment x of a read sent to it
+// ends, so every read first-sent to it during that x waited x. A proxy that
+// has attempts outstanding and has sent no frame for longer than a stall
+// threshold is *stalled*, and first sends pass it over like a suspect one
+// (no probe is claimed for it: its outstanding attempts are probes
+// enough). Nothing about any request's schedule changes: only where first
+// sends go. The test is lock-free, at choose time, from the proxy's
+// in-flight count (proxyLoad.attempts: counted when an attempt is
+// recorded, given back when its request's context is deleted — after its
+// answer, its budget's end, its zone's removal — so it cannot leak) and
+// since: the time the count last rose from 0 or a frame from the proxy
+// last parsed. A stalled proxy that answers is healthy at that frame; one
+// whose requests all end without a frame is not stalled any more (and by
+// then their timeouts have marked it suspect).
+//
+// The threshold is the read's own first segment (its x, or Hedge's d, or
+// WaitTimeout for a request without read retry) divided by stallDivisor,
+// at least Client.stallFloor (stallAfter). A false positive is cheap — a
+// healthy proxy slower than the threshold with nothing else answering
+// loses first sends only until its next frame, and no read waits — while
+// each read first-sent to a dark proxy before detection costs a full x. An
+// eighth of x (62.5 ms of x = 500 ms; 12.5 ms of rrcompare's 100 ms) is
+// many times a healthy answer's latency (its p99 is a few ms), and the
+// floor keeps a poller late by a few ticks (it times the frames) from
+// making every busy proxy look stalled.
+
+// stallDivisor: a proxy silent for x/stallDivisor with attempts
+// outstanding is stalled.
+const stallDivisor = 8
+
+// minStallFloor is the least stall threshold, whatever the tick and poll
+// interval (Client.stallFloor adds twice their sum).
+const minStallFloor = 2 * time.Millisecond
+
 // proxyHealth is one proxy's health: suspect is 1 while the proxy is
 // suspect, 0 while healthy; nextProbe is the earliest time (ns since the
-// client's epoch) a read may probe it.
+// client's epoch) a read may probe it; since is when its in-flight count
+// last rose from 0 or a frame from it last parsed (ns since the epoch).
 type proxyHealth struct {
 	suspect   atomic.Int32
 	nextProbe atomic.Int64
+	since     atomic.Int64
+}
+
+// stallAfter returns the stall threshold of a request whose first segment
+// (or wait) is first ns long.
+func (c *Client) stallAfter(first int64) int64 {
+	return max(first/stallDivisor, c.stallFloor)
+}
+
+// avoid reports whether first sends pass the proxy over (false with health
+// off): it is suspect, or stalled at now — attempts outstanding and no
+// frame for longer than stall ns.
+func (c *Client) avoid(l *proxyLoad, now, stall int64) bool {
+	if c.probeEvery == 0 {
+		return false
+	}
+	return l.health.suspect.Load() != 0 || (l.attempts.Load() > 0 && now-l.health.since.Load() > stall)
 }
 
 // healthOf returns the health of a proxy the client knows, or nil for an
@@ -58,13 +114,21 @@ func (c *Client) suspect(id ProxyID, now int64) {
 	c.suspectMarks.Add(1)
 }
 
-// trust marks a proxy healthy again: a frame from it parsed. A healthy
-// proxy costs one atomic load here.
-func (c *Client) trust(id ProxyID) {
+// trust marks a proxy healthy again: a frame from it parsed at now. It
+// also restarts the proxy's stall clock. A healthy proxy costs a load and,
+// once per poll, a store here.
+func (c *Client) trust(id ProxyID, now int64) {
 	if c.probeEvery == 0 {
 		return
 	}
-	if h := c.healthOf(id); h != nil && h.suspect.Load() != 0 && h.suspect.CompareAndSwap(1, 0) {
+	h := c.healthOf(id)
+	if h == nil {
+		return
+	}
+	if h.since.Load() != now {
+		h.since.Store(now)
+	}
+	if h.suspect.Load() != 0 && h.suspect.CompareAndSwap(1, 0) {
 		c.suspectNow.Add(-1)
 	}
 }

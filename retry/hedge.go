@@ -15,7 +15,11 @@ import (
 // x' = 2(T−d)/(n(n+1)), at d + x', d + 3x', …, ending exactly at T. Every
 // re-send still passes the storm guard (SPEC R19) and a read still sends at
 // most 1 + n attempts. Until the zone's window holds MinSamples answers,
-// x is used. Complex reads keep the seed's schedule.
+// x is used. Complex reads (batch, index) wait for their first packet
+// min(x, the zone's recent first-packet latency at Percentile), at least
+// Min, estimated apart from simple reads' first answers over the same
+// window; every later wait is the seed's (SPEC R10), and the same guard and
+// attempt bound apply.
 type Hedge struct {
 	// Percentile of the first-answer latency, in (0, 1), e.g. 0.95; 0
 	// turns hedging off (the seed's schedule).
@@ -138,11 +142,26 @@ func (h *hedgeEst) recompute(c *Client) {
 // and n retries: d when the zone's estimate is ready and earlier than x,
 // else x (SPEC R21), and whether it is hedged.
 func (z *zone) firstSegment(budget time.Duration, n int) (time.Duration, bool) {
-	x := segmentEnd(budget, n, 1)
-	if z.hedge == nil || n == 0 {
+	return hedgedFirst(z.hedge, segmentEnd(budget, n, 1), n)
+}
+
+// firstWait returns the first wait of a complex read with budget T and n
+// retries (SPEC R21, R10): min(x, the zone's first-packet latency at the
+// percentile) once that estimate is ready, else x, and whether it is
+// hedged. Only this wait changes: after a packet, or after the re-send at
+// its end, the waits are the seed's (retries+1)·x, so the read ends no
+// later than with the seed's schedule.
+func (z *zone) firstWait(budget time.Duration, n int) (time.Duration, bool) {
+	return hedgedFirst(z.hedgeComplex, segmentUnit(budget, n), n)
+}
+
+// hedgedFirst returns d from h when it is ready and earlier than x, else
+// x, and whether d was taken; a read with no retry is never hedged.
+func hedgedFirst(h *hedgeEst, x time.Duration, n int) (time.Duration, bool) {
+	if h == nil || n == 0 {
 		return x, false
 	}
-	if d := time.Duration(z.hedge.d.Load()); d > 0 && d < x {
+	if d := time.Duration(h.d.Load()); d > 0 && d < x {
 		return d, true
 	}
 	return x, false

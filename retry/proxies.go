@@ -58,7 +58,7 @@ type proxyInfo struct {
 type proxyLoad struct {
 	attempts atomic.Int64
 	health   proxyHealth
-	_        [40]byte
+	_        [32]byte
 }
 
 // proxySlot is the registry's state of one ProxyID.
@@ -315,9 +315,10 @@ func (c *Client) sendBarrier() {
 	c.closeMu.Unlock()
 }
 
-// loadOf returns the in-flight count of a proxy the client knows.
-func (c *Client) loadOf(id ProxyID) *atomic.Int64 {
-	return &(*c.proxies.Load())[id].load.attempts
+// loadOf returns the in-flight count and health of a proxy the client
+// knows.
+func (c *Client) loadOf(id ProxyID) *proxyLoad {
+	return (*c.proxies.Load())[id].load
 }
 
 // untry gives back the request's attempts to its proxies' in-flight counts;
@@ -325,7 +326,7 @@ func (c *Client) loadOf(id ProxyID) *atomic.Int64 {
 func (f *flight) untry() {
 	s := f.scratch()
 	for i := range int(f.m.ntried) {
-		f.c.loadOf(s.tried(i)).Add(-1)
+		f.c.loadOf(s.tried(i)).attempts.Add(-1)
 	}
 	f.m.ntried = 0
 }

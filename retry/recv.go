@@ -149,7 +149,7 @@ func (p *poller) onPacket(frame []byte, from ProxyID) bool {
 		p.onMalformed(frame, from, err)
 		return false
 	}
-	p.c.trust(from) // SPEC §7 R13 round 3: a proxy that answers is healthy
+	p.c.trust(from, p.now) // SPEC §7 R13 round 3: a proxy that answers is healthy
 	seq := pkt.Seq()
 	z := p.c.zoneOfSeq(seq)
 	if z == nil {

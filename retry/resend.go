@@ -284,12 +284,14 @@ const (
 
 // chooseFirst picks the proxy for a request's first attempt (SPEC R13, §7
 // R13 round 3): the next available proxy in the zone's own round robin of
-// first sends, skipping suspect proxies while a healthy one is available
-// (with every available proxy suspect, the next suspect one). With
-// wantProbe, a suspect proxy passed over on the way whose probe is due is
-// claimed for this read's probe and returned as probe (0: none). Proxies in
-// skip are passed over; ok is false if none is available.
-func (c *Client) chooseFirst(z *zone, skip *proxySet, now int64, wantProbe bool) (id, probe ProxyID, ok bool) {
+// first sends, skipping suspect proxies and proxies stalled for longer
+// than stall ns at now (health.go) while a healthy one is available (with
+// every available proxy avoided, the next stalled one, else the next
+// suspect one). With wantProbe, a suspect
+// proxy passed over on the way whose probe is due is claimed for this
+// read's probe and returned as probe (0: none). Proxies in skip are passed
+// over; ok is false if none is available.
+func (c *Client) chooseFirst(z *zone, skip *proxySet, now, stall int64, wantProbe bool) (id, probe ProxyID, ok bool) {
 	if skip.full() {
 		return 0, 0, false
 	}
@@ -300,7 +302,7 @@ func (c *Client) chooseFirst(z *zone, skip *proxySet, now int64, wantProbe bool)
 	}
 	infos := *c.proxies.Load()
 	start := int((z.first.Add(1) - 1) % uint32(n))
-	fallback := -1
+	fallback, fallbackSuspect := -1, false
 	for k := range n {
 		i := start + k
 		if i >= n {
@@ -310,20 +312,23 @@ func (c *Client) chooseFirst(z *zone, skip *proxySet, now int64, wantProbe bool)
 		if skip.has(id) || !c.tr.Available(id) {
 			continue
 		}
-		if !c.isSuspect(&infos[id]) {
+		l := infos[id].load
+		if !c.avoid(l, now, stall) {
 			return id, probe, true
 		}
-		if fallback < 0 {
-			fallback = i
+		suspect := l.health.suspect.Load() != 0
+		if fallback < 0 || (!suspect && fallbackSuspect) {
+			fallback, fallbackSuspect = i, suspect
 		}
-		if wantProbe && probe == 0 && c.claimProbe(&infos[id].load.health, now) {
+		if wantProbe && probe == 0 && suspect && c.claimProbe(&l.health, now) {
 			probe = id
 		}
 	}
 	if fallback < 0 {
 		return 0, 0, false
 	}
-	// No healthy proxy: the read goes to a suspect one, which is a probe of
-	// its own; a slot claimed on the way is not used.
+	// No healthy proxy: the read goes to a stalled one if there is one,
+	// else to a suspect one, which is a probe of its own; a slot claimed on
+	// the way is not used.
 	return rt.ids[fallback], 0, true
 }

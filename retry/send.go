@@ -141,9 +141,9 @@ func (c *Client) classify(z *zone, req *Request) (ctxMeta, *Conf, error) {
 // (rate-limited). A plain request takes a unit of Config.MaxWaitingPerZone
 // instead, or fails with ErrTooManyRequests. The zone's counters are the
 // only limits: the table and the wheel have none. admit then sets the first
-// deadline: the first segment's end for a simple read (SPEC R6), the first
-// wait x for a complex read (SPEC R10), Config.WaitTimeout for a plain
-// request.
+// deadline: the first segment's end for a simple read (SPEC R6, R21), the
+// first wait x (or Hedge's d, SPEC R21) for a complex read (SPEC R10),
+// Config.WaitTimeout for a plain request.
 func (f *flight) admit(m *ctxMeta) error {
 	c, z := f.c, f.z
 	m.firstMs = uint32(f.now / int64(time.Millisecond))
@@ -168,7 +168,8 @@ func (f *flight) admit(m *ctxMeta) error {
 			m.flags |= flagHedged
 		}
 	default:
-		m.deadline = f.now + int64(segmentUnit(m.budget(), int(m.max)))
+		first, _ := z.firstWait(m.budget(), int(m.max)) // x, or the hedged d (SPEC R21)
+		m.deadline = f.now + int64(first)
 	}
 	return nil
 }
@@ -200,8 +201,9 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 	var probe, lastID ProxyID
 	var lastErr error // the last Send error, for the NoProxyError
 	var skip proxySet
+	stall := c.stallAfter(m.deadline - f.now) // a share of the first segment (health.go)
 	for {
-		p, q, ok := c.chooseFirst(z, &skip, f.now, mayProbe && probe == 0)
+		p, q, ok := c.chooseFirst(z, &skip, f.now, stall, mayProbe && probe == 0)
 		if !ok {
 			f.releaseReservation(m.kind)
 			return 0, c.noProxy(z, f.now, lastID, lastErr)

@@ -32,6 +32,9 @@ type zone struct {
 
 	guard *budget.Budget // the storm guard over the zone's reads (SPEC R19); nil: off
 	hedge *hedgeEst      // first-answer latency estimate (SPEC R21); nil: Config.Hedge off
+	// hedgeComplex is complex reads' first-packet latency estimate (SPEC
+	// R21); nil: Config.Hedge off.
+	hedgeComplex *hedgeEst
 
 	capLog     rateLimit
 	exhaustLog rateLimit
@@ -192,7 +195,7 @@ func (c *Client) newZone(key Zone) (*zone, error) {
 		}
 	}
 	if c.hedge.Percentile > 0 {
-		z.hedge = &hedgeEst{}
+		z.hedge, z.hedgeComplex = &hedgeEst{}, &hedgeEst{}
 	}
 	z.route.Store(&route{})
 	return z, nil

@@ -249,7 +249,9 @@ type Target struct {
 }
 
 // Targets evaluates the goals that the given reports allow: blackhole-host
-// reads ok with retry ≥ 99.9% (and about 75% without, with 4 hosts), the
+// reads ok with retry ≥ 99.9% (without, reported for contrast: first
+// sends still skip a stalled proxy, so more than the 75% of blind round
+// robin over 4 hosts), the
 // same with two hosts of which one is dark (blackhole-two-hosts, SPEC §7
 // R13 round 3),
 // slow-tail p99.9 with retry at least 5× lower at under 10% extra attempts,
@@ -268,7 +270,7 @@ func Targets(reports []Report) []Target {
 	if on, off := find("blackhole-host", true), find("blackhole-host", false); on != nil && off != nil {
 		out = append(out, Target{
 			Name: "blackhole-host reads ok",
-			Want: "on >= 99.9%, off about 75% (4 hosts)",
+			Want: "on >= 99.9%, off > 75% (health only)",
 			Got:  fmt.Sprintf("on %.3f%%, off %.2f%%", on.ReadsOKPct(), off.ReadsOKPct()),
 			Met:  on.ReadsOKPct() >= 99.9,
 		})
@@ -276,7 +278,7 @@ func Targets(reports []Report) []Target {
 	if on, off := find("blackhole-two-hosts", true), find("blackhole-two-hosts", false); on != nil && off != nil {
 		out = append(out, Target{
 			Name: "blackhole-two-hosts reads ok",
-			Want: "on >= 99.9% with the default storm guard, off about 50%",
+			Want: "on >= 99.9% with the default storm guard, off > 50%",
 			Got:  fmt.Sprintf("on %.3f%%, off %.2f%%, %d re-sends refused", on.ReadsOKPct(), off.ReadsOKPct(), on.RetriesRefused),
 			Met:  on.ReadsOKPct() >= 99.9,
 		})
