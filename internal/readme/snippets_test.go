@@ -50,6 +50,7 @@ func readmeDo(ctx context.Context, keys [][]byte) (*retry.Result, error) {
 	switch {
 	case err == nil: // every record once: res.Record(i) for i < res.Len(); res.Failed() records failed
 	case errors.Is(err, retry.ErrReadRetryTimeout): // -19219: retries and budget used up
+	case errors.Is(err, retry.ErrNoProxy): // a *retry.NoProxyError names each proxy and why (dial error)
 	case errors.Is(err, context.DeadlineExceeded): // ctx ended first
 	}
 	// README:end
