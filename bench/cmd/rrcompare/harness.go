@@ -36,7 +36,7 @@ type kind struct {
 var kinds = []kind{
 	{"readretry", "the engine over transport/tcp, polled as rrsim polls it", newEngineClient},
 	{"readretry-do", "the same engine through Client.Do: a goroutine per request blocked in Do, the client polling itself (PollSelf)", newDoClient},
-	{"readretry-adaptive", "the engine as readretry, with the adaptive first re-send at the zone's p95 first-answer latency (Config.Hedge)", newAdaptiveClient},
+	{"readretry-adaptive", "the engine as readretry, with the adaptive first re-send at the zone's p95 first-answer latency, not before x/5 (Config.Hedge)", newAdaptiveClient},
 	{"goroutines", "hand-written: goroutine per request, time.Timer per attempt, mutex map, reader goroutine per connection; same k·x schedule and proxy choice", newGoroutinesClient},
 	{"failsafe-go", "failsafe-go hedgepolicy (delay x, n hedges) inside a timeout of the budget, over the same demultiplexing TCP client", newFailsafeClient},
 	{"grpc-hedging", "grpc-go with a service config hedgingPolicy (maxAttempts n+1, hedgingDelay x), gRPC fronts on the proxies", newGRPCHedgingClient},
