@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -459,5 +460,68 @@ func TestAddZoneAmortised(t *testing.T) {
 	t.Logf("bytes allocated per zone added: first 1,000 %d, last 1,000 %d", first/1000, last/1000)
 	if last > 2*first {
 		t.Fatalf("adding zones 19,000-20,000 allocated %d bytes, zones 0-1,000 %d: not amortised O(1)", last, first)
+	}
+}
+
+// hookHandler is a slog.Handler that calls fn for each record whose message
+// is msg, from inside the logging call.
+type hookHandler struct {
+	msg string
+	fn  func()
+}
+
+func (h hookHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h hookHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.fn()
+	}
+	return nil
+}
+func (h hookHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h hookHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestNewZoneHasConfWhenVisible: a zone added by ApplyRoute is visible to
+// Send only with its conf:// applied, so its first reads have read retry
+// (SPEC R5, R22). The hook sends a read from inside ApplyRoute, while the
+// conf is being applied (MsgConfClamped is logged before it is stored): the
+// zone must not be found yet. Before the fix the zone was published first
+// and that read went out without read retry (ReadsWithoutContext 1) — the
+// race TestRouteUpdatesUnderLoad met as a read of a just-added zone ending
+// with ErrWaitTimeout when the zone was removed.
+func TestNewZoneHasConfWhenVisible(t *testing.T) {
+	tr := retrytest.NewTransport()
+	tr.SetDefaultHandler(retrytest.Serve(retrytest.Data{}, 0))
+	var c *retry.Client
+	var sendErr error
+	sent := false
+	zone := retry.Zone{AppID: 9, ZoneID: 9}
+	log := slog.New(hookHandler{msg: retry.MsgConfClamped, fn: func() {
+		sent = true
+		_, sendErr = c.Send(zone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")})
+	}})
+	var err error
+	c, err = retry.New(retry.Config{Transport: tr, Logger: log, Poller: retry.PollHand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadRetryTimeout(3*time.Second, 6*time.Second)
+	// ReadRetryMaxCnt above the maximum is clamped, and logged before the
+	// conf is stored.
+	conf := "conf://ReadRetryCmd=7|103&ReadRetryErrorCode=-7953&ReadRetryMaxCnt=99"
+	must(t, c.ApplyRoute(zone, deploy(0, 2), conf))
+	if !sent {
+		t.Fatal("the clamp was not logged: the hook never ran")
+	}
+	if !errors.Is(sendErr, retry.ErrUnknownZone) {
+		st, _ := c.Stats(zone)
+		t.Fatalf("Send during ApplyRoute found the new zone before its conf: err %v, %d reads without a context", sendErr, st.ReadsWithoutContext)
+	}
+	// Once ApplyRoute returned, a read has read retry.
+	if _, err := c.Send(zone, &retry.Request{Command: wire.CmdGet, Key: []byte("k")}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := c.Stats(zone); st.ReadsWithoutContext != 0 || st.ReadsSent != 1 {
+		t.Fatalf("stats %+v: want 1 read, with a context", st)
 	}
 }

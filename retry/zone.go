@@ -108,11 +108,16 @@ func (c *Client) ApplyRoute(zone Zone, proxies []Proxy, collectURLList string) e
 		return err
 	}
 	z.route.Store(rt)
-	if fresh {
-		c.publishZone(z)
+	if !fresh {
+		c.retire(retired)
+		return c.applyConf(z, parsed)
 	}
+	// A new zone gets its configuration before Send can find it: published
+	// first, its first reads would go out without read retry (SPEC R5).
+	confErr := c.applyConf(z, parsed)
+	c.publishZone(z)
 	c.retire(retired)
-	return c.applyConf(z, parsed)
+	return confErr
 }
 
 // uniqueProxies returns proxies without duplicates, in their first order,
