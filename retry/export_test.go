@@ -61,3 +61,8 @@ func ProxyOutstanding(c *Client, p Proxy) int64 {
 	}
 	return c.loadOf(id).attempts.Load()
 }
+
+// SetAfterFirstSchedule sets the hook a sender calls between scheduling a
+// read's first timer and publishing its handle (nil: none). Set it before
+// the client sends, and reset it after.
+func SetAfterFirstSchedule(fn func()) { afterFirstSchedule = fn }

@@ -3,6 +3,7 @@ package retry
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/readretry/readretry/wire"
 )
@@ -17,6 +18,18 @@ func (p *poller) onFire(id uint64) {
 	}
 	if f.m.gen != uint16(id>>counterBits) || f.m.done() {
 		return // a stale timer: the context has re-armed or ended since
+	}
+	if atomic.LoadUint64(&f.m.timer) == sendToken(f.seq) {
+		// The first timer fired before its sender published the handle
+		// (the sender stalled between scheduling and its compare-and-swap,
+		// send.go): the sender still writes this context, so the poller
+		// must not end it and let the table reuse its block under that
+		// write. It looks again a tick later, once the handle is out; the
+		// first attempt's deadline has passed by then and is handled as
+		// usual (SPEC R6, R14).
+		if _, err := z.wheel.ScheduleOffset(time.Duration(f.now)+p.c.tick, id); err == nil {
+			return
+		}
 	}
 	atomic.StoreUint64(&f.m.timer, 0)
 	f.onDeadline()

@@ -239,6 +239,9 @@ func (f *flight) sendFirst(m *ctxMeta, frame []byte, req *Request, conf *Conf) (
 			f.releaseReservation(m.kind)
 			return 0, ErrTooManyRequests
 		}
+		if afterFirstSchedule != nil {
+			afterFirstSchedule() // tests only: the sender stalls here
+		}
 		atomic.CompareAndSwapUint64(&ref.Meta().timer, m.timer, uint64(h))
 		if err := c.tr.Send(p, frame); err != nil {
 			refused := errors.Is(err, ErrRequestRefused)
@@ -337,6 +340,12 @@ func (f *flight) countLoad(cmd wire.Command) {
 		g.Request()
 	}
 }
+
+// afterFirstSchedule, when set (tests only, never while a client runs),
+// is called by a sender between scheduling its read's first timer and
+// publishing the handle: the window in which the poller may see that timer
+// fire (resend.go, onFire).
+var afterFirstSchedule func()
 
 // sendToken is a context's timer field until its sender publishes the
 // first timer's handle: unique among the zone's contexts in flight, never
