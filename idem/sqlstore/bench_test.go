@@ -67,32 +67,7 @@ func BenchmarkSQLScopedClaim(b *testing.B) {
 			storetest.BenchScopedClaims(b, newSQLStore(b, db, d, sqlstore.Config{ScopeQuota: 1 << 30}))
 		})
 	}
-	for _, srv := range []struct {
-		name string
-		get  func(testing.TB) *sqltest.Server
-	}{{"Postgres", sqltest.Postgres}, {"MariaDB", sqltest.MariaDB}} {
-		b.Run(srv.name, func(b *testing.B) {
-			run(b, func(b *testing.B) (*sql.DB, sqlstore.Dialect) {
-				db := srv.get(b).Open(b, 4)
-				d, err := sqlstore.DialectOf(db)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return db, d
-			})
-		})
-	}
-	b.Run("SQLite", func(b *testing.B) {
-		run(b, func(b *testing.B) (*sql.DB, sqlstore.Dialect) {
-			db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "bench.db")+
-				"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { db.Close() })
-			return db, sqlstore.SQLite
-		})
-	})
+	onEachEngine(b, run)
 }
 
 // BenchmarkSQLClaimCost measures what the scope quota costs a claim on
@@ -171,6 +146,30 @@ func BenchmarkSQLClaimCost(b *testing.B) {
 		b.ReportMetric(med["scoped"]/med["noquota"], "scoped/noquota")
 		b.ReportMetric(med["scoped"]/med["unscoped"], "scoped/unscoped")
 	}
+	onEachEngine(b, run)
+}
+
+// newSQLStore returns a SQL store on db with its dedup table created.
+func newSQLStore(b *testing.B, db *sql.DB, d sqlstore.Dialect, c ...sqlstore.Config) *sqlstore.Store {
+	b.Helper()
+	var cfg sqlstore.Config
+	if len(c) > 0 {
+		cfg = c[0]
+	}
+	s, err := sqlstore.New(db, d, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.CreateTable(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// onEachEngine runs run once per database as a sub-benchmark — PostgreSQL
+// and MariaDB (throwaway servers) and SQLite (a WAL file in a temporary
+// directory) — handing it the function that opens that database.
+func onEachEngine(b *testing.B, run func(*testing.B, func(*testing.B) (*sql.DB, sqlstore.Dialect))) {
 	for _, srv := range []struct {
 		name string
 		get  func(testing.TB) *sqltest.Server
@@ -197,21 +196,4 @@ func BenchmarkSQLClaimCost(b *testing.B) {
 			return db, sqlstore.SQLite
 		})
 	})
-}
-
-// newSQLStore returns a SQL store on db with its dedup table created.
-func newSQLStore(b *testing.B, db *sql.DB, d sqlstore.Dialect, c ...sqlstore.Config) *sqlstore.Store {
-	b.Helper()
-	var cfg sqlstore.Config
-	if len(c) > 0 {
-		cfg = c[0]
-	}
-	s, err := sqlstore.New(db, d, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.CreateTable(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return s
 }
