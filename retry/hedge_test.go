@@ -17,25 +17,7 @@ import (
 // the final came (since the send), and the final's result.
 func timeline(f *fixture) (resends []time.Duration, end time.Duration, result int32) {
 	f.t.Helper()
-	f.tr.Sent()
-	start := f.clock.Now()
-	seq := f.send(retry.Request{Command: wire.CmdGet, Key: []byte("silent")})
-	for f.clock.Now().Sub(start) < 5*time.Second {
-		f.clock.Add(time.Millisecond)
-		gs := f.poll()
-		for _, s := range f.tr.Sent() {
-			if s.Request().Attempt() > 0 {
-				resends = append(resends, f.clock.Now().Sub(start))
-			}
-		}
-		for _, g := range finals(gs) {
-			if g.seq == seq {
-				return resends, f.clock.Now().Sub(start), g.result
-			}
-		}
-	}
-	f.t.Fatal("no final result in 5 s")
-	return
+	return timelineOf(f, retry.Request{Command: wire.CmdGet, Key: []byte("silent")})
 }
 
 // answered sends reads answered after lat each.
@@ -105,7 +87,7 @@ func TestR21HedgeConfig(t *testing.T) {
 	}
 }
 
-// timelineOf is timeline for any read req (silent).
+// timelineOf is timeline for any read req (silent), for up to 8 s.
 func timelineOf(f *fixture, req retry.Request) (resends []time.Duration, end time.Duration, result int32) {
 	f.t.Helper()
 	f.tr.Sent()
