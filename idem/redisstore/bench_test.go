@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +29,10 @@ func BenchmarkRedisClaim(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("new", func(b *testing.B) { storetest.BenchClaims(b, s) })
+	b.Run("new", func(b *testing.B) {
+		defer serverTime(b, c)()
+		storetest.BenchClaims(b, s)
+	})
 	b.Run("new-parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -53,6 +58,7 @@ func BenchmarkRedisClusterClaim(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer serverTime(b, c)()
 	storetest.BenchClaims(b, s)
 }
 
@@ -72,6 +78,7 @@ func BenchmarkRedisScopedClaim(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		defer serverTime(b, c)()
 		storetest.BenchScopedClaims(b, s)
 	})
 	b.Run("cluster", func(b *testing.B) {
@@ -81,6 +88,58 @@ func BenchmarkRedisScopedClaim(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		defer serverTime(b, c)()
 		storetest.BenchScopedClaims(b, s)
 	})
+}
+
+// serverTime resets the command statistics of every master c reaches and
+// returns a func that reports, as server-µs/op, the microseconds Redis
+// itself spent per script call (EVALSHA and EVAL, from INFO commandstats)
+// since then. It is the part of a claim's round trip the scripts decide,
+// and it does not move with the client machine's scheduling noise, which
+// on a shared 2-core VM spreads the round trip itself by ±50%.
+func serverTime(b *testing.B, c redis.UniversalClient) func() {
+	ctx := context.Background()
+	each := func(fn func(*redis.Client) error) error {
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			return cc.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error { return fn(n) })
+		}
+		return fn(c.(*redis.Client))
+	}
+	if err := each(func(n *redis.Client) error { return n.ConfigResetStat(ctx).Err() }); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		var calls, usec float64
+		err := each(func(n *redis.Client) error {
+			info, err := n.Info(ctx, "commandstats").Result()
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(info, "\n") {
+				name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+				if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+					continue
+				}
+				for _, f := range strings.Split(fields, ",") {
+					k, v, _ := strings.Cut(f, "=")
+					x, _ := strconv.ParseFloat(v, 64)
+					switch k {
+					case "calls":
+						calls += x
+					case "usec":
+						usec += x
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if calls > 0 {
+			b.ReportMetric(usec/calls, "server-µs/op")
+		}
+	}
 }

@@ -14,6 +14,8 @@
 // ledger a migration has split is answered TRYAGAIN, which is transient:
 // Middleware answers 503 with Retry-After). It lives in its own package so
 // that users of idem's memory store do not link go-redis.
+// The server must be Redis 7.0 or later (SET with NX and GET, ZRANGE
+// BYSCORE).
 //
 // # Slots and quotas (SPEC I5 round 3)
 //
@@ -51,8 +53,9 @@
 // A claim of key K is stored at Prefix+"c:{"+tag+"}"+K, a token at
 // Prefix+"t:{"+tag+"}"+K (Store.RedisKey, Store.RedisTokenKey); a scope's
 // ledger at Prefix+"q:{"+tag+"}" (a sorted set: entry → expiry) and that
-// name + "b" (a hash: entry → result bytes, "#" → total), expiring with
-// the scope's last entry. A pending claim's value is 'P' followed by the
+// name + "b" (a hash: entry → result bytes, "#" → total, "@" → the
+// ledger's own expiry), expiring at most one ttl after the scope's last
+// entry. A pending claim's value is 'P' followed by the
 // 8-byte fence (big endian); a completed one is 'D', the fence, then the
 // result; a claim given up after a lost reply leaves 'R' and its fence for
 // the pending ttl, which only that claim treats as taken. Completion and
@@ -285,36 +288,59 @@ func pendingValue(f idem.Fence) []byte {
 }
 
 // ledgerLua is the part every script shares: the scope's ledger. A script
-// called with three keys has KEYS[2], a sorted set of the scope's live
-// entries (member → expiry, Unix ms), and KEYS[3], a hash of their stored
-// bytes (member → bytes, "#" → the total); all three keys carry the
+// called with three keys has KEYS[2], a sorted set of the scope's entries
+// (member → expiry, Unix ms), and KEYS[3], a hash of their stored bytes
+// (member → bytes, for completed entries only; "#" → the total; "@" → the
+// Unix ms at which both ledger keys expire); all three keys carry the
 // scope's hash tag, so they share a slot. Called with one key (an unscoped
 // key), a script keeps no ledger.
+//
+// The ledger is kept cheap on the claim's path (SPEC I5 round 3: a claim's
+// cost within 10% of round 2's): a claim adds its member and reads the
+// counts (HMGET, ZCARD, ZADD: three calls beside the entry's GET and SET).
+// Expired members are pruned in batches — when a scope reaches its quota,
+// and whenever the ledger's expiry is pushed out — so a scope's ledger may
+// hold up to its quota of members whose entries Redis already expired; the
+// quota bounds it either way. The ledger keys' expiry is moved (PEXPIREAT)
+// only when an entry would outlive it, and then a ttl beyond that entry's
+// expiry, so a steady scope moves it about once per ttl, not per claim.
 const ledgerLua = `
 local function now_ms()
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function forget(member)
-	local s = redis.call('HGET', KEYS[3], member)
-	redis.call('ZREM', KEYS[2], member)
-	if s then
-		redis.call('HDEL', KEYS[3], member)
-		if tonumber(s) ~= 0 then
-			redis.call('HINCRBY', KEYS[3], '#', -tonumber(s))
+	if redis.call('ZREM', KEYS[2], member) == 1 then
+		local s = redis.call('HGET', KEYS[3], member)
+		if s then
+			redis.call('HDEL', KEYS[3], member)
+			if tonumber(s) ~= 0 then
+				redis.call('HINCRBY', KEYS[3], '#', -tonumber(s))
+			end
 		end
 	end
 end
 local function prune(now)
-	local old = redis.call('ZRANGE', KEYS[2], '-inf', now, 'BYSCORE', 'LIMIT', 0, 256)
-	for i = 1, #old do forget(old[i]) end
-end
-local function keep(now, exp)
-	for i = 2, 3 do
-		if redis.call('PTTL', KEYS[i]) < exp - now then
-			redis.call('PEXPIRE', KEYS[i], exp - now)
-		end
+	local old = redis.call('ZRANGE', KEYS[2], '-inf', now, 'BYSCORE', 'LIMIT', 0, 1024)
+	if #old == 0 then return end
+	redis.call('ZREM', KEYS[2], unpack(old))
+	local sizes = redis.call('HMGET', KEYS[3], unpack(old))
+	local sum = 0
+	for i = 1, #sizes do
+		if sizes[i] then sum = sum + tonumber(sizes[i]) end
 	end
+	redis.call('HDEL', KEYS[3], unpack(old))
+	if sum ~= 0 then
+		redis.call('HINCRBY', KEYS[3], '#', -sum)
+	end
+end
+local function keep(now, exp, at)
+	if at and tonumber(at) >= exp then return end
+	prune(now)
+	local till = exp + (exp - now)
+	redis.call('HSET', KEYS[3], '@', till)
+	redis.call('PEXPIREAT', KEYS[2], till)
+	redis.call('PEXPIREAT', KEYS[3], till)
 end
 local function mine(v, fence)
 	return v and string.sub(v, 1, 1) ~= 'R' and string.sub(v, 2, 9) == fence
@@ -327,27 +353,46 @@ end
 // (ARGV[5] is the entry's ledger member). A tombstone ('R' and a fence,
 // left by abandonScript) counts as absent, except for the claim whose
 // fence it carries: that claim's reply was lost and it was given up.
+//
+// The entry is taken first, with SET NX GET (one call where a GET and a
+// SET were), and taken back with DEL when the ledger refuses it; a
+// tombstone's key is overwritten after the ledger's check.
 var claimScript = redis.NewScript(claimSrc)
 
 const claimSrc = ledgerLua + `
-local v = redis.call('GET', KEYS[1])
-if v and (string.sub(v, 1, 1) ~= 'R' or string.sub(v, 2, 9) == string.sub(ARGV[1], 2, 9)) then
+local r = redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX', 'GET')
+if r and (string.sub(r, 1, 1) ~= 'R' or string.sub(r, 2, 9) == string.sub(ARGV[1], 2, 9)) then
 	return 0
 end
 if #KEYS == 3 then
 	local now = now_ms()
-	prune(now)
-	forget(ARGV[5])
-	if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) or
-		tonumber(redis.call('HGET', KEYS[3], '#') or '0') >= tonumber(ARGV[4]) then
-		return -1
-	end
 	local exp = now + tonumber(ARGV[2])
-	redis.call('ZADD', KEYS[2], exp, ARGV[5])
-	redis.call('HSET', KEYS[3], ARGV[5], 0)
-	keep(now, exp)
+	local h = redis.call('HMGET', KEYS[3], '#', '@')
+	if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) or tonumber(h[1] or '0') >= tonumber(ARGV[4]) then
+		prune(now)
+		forget(ARGV[5])
+		if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) or
+			tonumber(redis.call('HGET', KEYS[3], '#') or '0') >= tonumber(ARGV[4]) then
+			if not r then
+				redis.call('DEL', KEYS[1])
+			end
+			return -1
+		end
+	end
+	if redis.call('ZADD', KEYS[2], exp, ARGV[5]) == 0 then
+		-- the member outlived its entry in the ledger (not yet pruned):
+		-- its bytes are no longer stored
+		local s = redis.call('HGET', KEYS[3], ARGV[5])
+		if s then
+			redis.call('HDEL', KEYS[3], ARGV[5])
+			redis.call('HINCRBY', KEYS[3], '#', -tonumber(s))
+		end
+	end
+	keep(now, exp, h[2])
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if r then
+	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
 return 1
 `
 
@@ -366,17 +411,22 @@ if not mine(v, ARGV[1]) then
 end
 if #KEYS == 3 then
 	local now = now_ms()
-	prune(now)
-	local old = tonumber(redis.call('HGET', KEYS[3], ARGV[5]) or '0')
+	local h = redis.call('HMGET', KEYS[3], '#', '@', ARGV[5])
+	local old = tonumber(h[3] or '0')
 	local size = tonumber(ARGV[6])
-	if tonumber(redis.call('HGET', KEYS[3], '#') or '0') - old + size > tonumber(ARGV[4]) then
-		return -2
+	if tonumber(h[1] or '0') - old + size > tonumber(ARGV[4]) then
+		prune(now)
+		if tonumber(redis.call('HGET', KEYS[3], '#') or '0') - old + size > tonumber(ARGV[4]) then
+			return -2
+		end
 	end
 	local exp = now + tonumber(ARGV[3])
-	redis.call('HSET', KEYS[3], ARGV[5], size)
-	redis.call('HINCRBY', KEYS[3], '#', size - old)
+	if size ~= old then
+		redis.call('HSET', KEYS[3], ARGV[5], size)
+		redis.call('HINCRBY', KEYS[3], '#', size - old)
+	end
 	redis.call('ZADD', KEYS[2], exp, ARGV[5])
-	keep(now, exp)
+	keep(now, exp, h[2])
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
@@ -432,8 +482,9 @@ if v and string.sub(v, 1, 1) == 'P' and string.sub(v, 2, 9) == ARGV[1] then
 		redis.call('PEXPIRE', KEYS[1], ARGV[2])
 		if #KEYS == 3 then
 			local now = now_ms()
-			redis.call('ZADD', KEYS[2], 'XX', 'GT', now + tonumber(ARGV[2]), ARGV[3])
-			keep(now, now + tonumber(ARGV[2]))
+			local exp = now + tonumber(ARGV[2])
+			redis.call('ZADD', KEYS[2], 'XX', 'GT', exp, ARGV[3])
+			keep(now, exp, redis.call('HGET', KEYS[3], '@'))
 		end
 	end
 	return 1
@@ -505,10 +556,12 @@ func (s *Store) RedisKey(key []byte) string { return s.entryOf('c', key).keys[0]
 // token.
 func (s *Store) RedisTokenKey(token []byte) string { return s.entryOf('t', token).keys[0] }
 
-// Claim implements idem.Store.Claim with one script: SET of 'P'+fence with
-// PX ttl unless a live entry holds the key, and for a scoped key the scope's
-// ledger checked and updated in the same script (idem.ErrQuota when the
-// scope is at Options.ScopeQuota entries or Options.ScopeMaxBytes bytes).
+// Claim implements idem.Store.Claim in one round trip: SET of 'P'+fence
+// with PX ttl, NX, unless a live entry holds the key — for an unscoped key
+// that one command, for a scoped key the claim script, which checks and
+// updates the scope's ledger with it (idem.ErrQuota when the scope is at
+// Options.ScopeQuota entries or Options.ScopeMaxBytes bytes). It needs
+// Redis 7.0 or later (SET with both NX and GET).
 // If the reply is lost — the caller's context ends or the connection fails
 // after the command was sent — the claim may have been applied: it is
 // given up with its fence (abandonScript) under a context detached from
@@ -524,7 +577,7 @@ func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.
 	}
 	f := s.fences.Next()
 	e := s.entryOf('c', key)
-	n, err := claimScript.Run(ctx, s.c, e.keys, pendingValue(f), ms, s.quota, s.maxBytes, e.member).Int()
+	n, err := s.claim(ctx, e, pendingValue(f), ms)
 	if err != nil {
 		return 0, s.lostReply(ctx, "claim", e, f, ms, err)
 	}
@@ -533,6 +586,29 @@ func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.
 		return f, nil
 	case -1:
 		return 0, idem.ErrQuota
+	}
+	return 0, nil
+}
+
+// claim takes e's entry with the value v for ms milliseconds: 1 taken, 0
+// held, -1 the scope is at its quota. An entry without a ledger (an
+// unscoped key, or no quota) is taken with one SET NX PX GET — the command
+// round 2's claim was, at its cost — and only when that finds another
+// claim's tombstone (a key given up after a lost reply, which counts as
+// absent) does the claim script run to take it over. A scoped entry is
+// the claim script's, which checks and updates the ledger with it.
+func (s *Store) claim(ctx context.Context, e entry, v []byte, ms int64) (int, error) {
+	if len(e.keys) == 3 {
+		return claimScript.Run(ctx, s.c, e.keys, v, ms, s.quota, s.maxBytes, e.member).Int()
+	}
+	old, err := s.c.SetArgs(ctx, e.keys[0], v, redis.SetArgs{Mode: "NX", TTL: time.Duration(ms) * time.Millisecond, Get: true}).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 1, nil
+	case err != nil:
+		return 0, err
+	case len(old) == valueHead && old[0] == 'R' && (len(v) < valueHead || !bytes.Equal(old[1:], v[1:valueHead])):
+		return claimScript.Run(ctx, s.c, e.keys, v, ms, s.quota, s.maxBytes, e.member).Int()
 	}
 	return 0, nil
 }
@@ -657,7 +733,7 @@ func (s *Store) Issue(ctx context.Context, token []byte, ttl time.Duration) erro
 		return err
 	}
 	e := s.entryOf('t', token)
-	n, err := claimScript.Run(ctx, s.c, e.keys, []byte{tagToken}, ms, s.quota, s.maxBytes, e.member).Int()
+	n, err := s.claim(ctx, e, []byte{tagToken}, ms)
 	switch {
 	case err != nil:
 		return fmt.Errorf("redisstore: issue: %w", err)
