@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,53 +94,53 @@ func BenchmarkRedisScopedClaim(b *testing.B) {
 	})
 }
 
-// serverTime resets the command statistics of every master c reaches and
-// returns a func that reports, as server-µs/op, the microseconds Redis
-// itself spent per script call (EVALSHA and EVAL, from INFO commandstats)
-// since then. It is the part of a claim's round trip the scripts decide,
-// and it does not move with the client machine's scheduling noise, which
-// on a shared 2-core VM spreads the round trip itself by ±50%.
+// serverTime returns a func that reports, as server-cpu-µs/op, the CPU
+// time (user and system, from INFO cpu) every master c reaches spent
+// between the two calls, per op of b: the server's side of a claim — the
+// command or script and its socket reads and writes — which does not move
+// with the client's scheduling noise the way the round trip does on a
+// shared 2-core VM (±50% there).
 func serverTime(b *testing.B, c redis.UniversalClient) func() {
 	ctx := context.Background()
-	each := func(fn func(*redis.Client) error) error {
-		if cc, ok := c.(*redis.ClusterClient); ok {
-			return cc.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error { return fn(n) })
-		}
-		return fn(c.(*redis.Client))
-	}
-	if err := each(func(n *redis.Client) error { return n.ConfigResetStat(ctx).Err() }); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		var calls, usec float64
-		err := each(func(n *redis.Client) error {
-			info, err := n.Info(ctx, "commandstats").Result()
+	cpu := func() float64 {
+		var sum float64
+		read := func(n *redis.Client) error {
+			info, err := n.Info(ctx, "cpu").Result()
 			if err != nil {
 				return err
 			}
 			for _, line := range strings.Split(info, "\n") {
-				name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-				if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-					continue
-				}
-				for _, f := range strings.Split(fields, ",") {
-					k, v, _ := strings.Cut(f, "=")
-					x, _ := strconv.ParseFloat(v, 64)
-					switch k {
-					case "calls":
-						calls += x
-					case "usec":
-						usec += x
+				k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+				if k == "used_cpu_sys" || k == "used_cpu_user" {
+					x, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						return err
 					}
+					sum += x
 				}
 			}
 			return nil
-		})
+		}
+		var err error
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			var mu sync.Mutex
+			err = cc.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error {
+				mu.Lock()
+				defer mu.Unlock()
+				return read(n)
+			})
+		} else {
+			err = read(c.(*redis.Client))
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
-		if calls > 0 {
-			b.ReportMetric(usec/calls, "server-µs/op")
+		return sum
+	}
+	before := cpu()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric((cpu()-before)*1e6/float64(b.N), "server-cpu-µs/op")
 		}
 	}
 }

@@ -556,10 +556,10 @@ func (s *Store) RedisKey(key []byte) string { return s.entryOf('c', key).keys[0]
 // token.
 func (s *Store) RedisTokenKey(token []byte) string { return s.entryOf('t', token).keys[0] }
 
-// Claim implements idem.Store.Claim in one round trip: SET of 'P'+fence
-// with PX ttl, NX, unless a live entry holds the key — for an unscoped key
-// that one command, for a scoped key the claim script, which checks and
-// updates the scope's ledger with it (idem.ErrQuota when the scope is at
+// Claim implements idem.Store.Claim: SET of 'P'+fence with PX ttl, NX,
+// unless a live entry holds the key — for an unscoped key that one command
+// (and the claim script after it when the key was taken), for a scoped key
+// the claim script, which checks and updates the scope's ledger with it (idem.ErrQuota when the scope is at
 // Options.ScopeQuota entries or Options.ScopeMaxBytes bytes). It needs
 // Redis 7.0 or later (SET with both NX and GET).
 // If the reply is lost — the caller's context ends or the connection fails
@@ -592,25 +592,23 @@ func (s *Store) Claim(ctx context.Context, key []byte, ttl time.Duration) (idem.
 
 // claim takes e's entry with the value v for ms milliseconds: 1 taken, 0
 // held, -1 the scope is at its quota. An entry without a ledger (an
-// unscoped key, or no quota) is taken with one SET NX PX GET — the command
-// round 2's claim was, at its cost — and only when that finds another
-// claim's tombstone (a key given up after a lost reply, which counts as
-// absent) does the claim script run to take it over. A scoped entry is
-// the claim script's, which checks and updates the ledger with it.
+// unscoped key, or no quota) is taken with one SET NX PX — round 2's
+// claim, at its cost — and only when that finds the key taken does the
+// claim script run, to tell a live entry (held) from another claim's
+// tombstone (a key given up after a lost reply, which counts as absent
+// and is taken over). A scoped entry is the claim script's, which checks
+// and updates the ledger with it.
 func (s *Store) claim(ctx context.Context, e entry, v []byte, ms int64) (int, error) {
-	if len(e.keys) == 3 {
-		return claimScript.Run(ctx, s.c, e.keys, v, ms, s.quota, s.maxBytes, e.member).Int()
+	if len(e.keys) == 1 {
+		ok, err := s.c.SetNX(ctx, e.keys[0], v, time.Duration(ms)*time.Millisecond).Result()
+		switch {
+		case err != nil:
+			return 0, err
+		case ok:
+			return 1, nil
+		}
 	}
-	old, err := s.c.SetArgs(ctx, e.keys[0], v, redis.SetArgs{Mode: "NX", TTL: time.Duration(ms) * time.Millisecond, Get: true}).Bytes()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return 1, nil
-	case err != nil:
-		return 0, err
-	case len(old) == valueHead && old[0] == 'R' && (len(v) < valueHead || !bytes.Equal(old[1:], v[1:valueHead])):
-		return claimScript.Run(ctx, s.c, e.keys, v, ms, s.quota, s.maxBytes, e.member).Int()
-	}
-	return 0, nil
+	return claimScript.Run(ctx, s.c, e.keys, v, ms, s.quota, s.maxBytes, e.member).Int()
 }
 
 // lostReply handles a failed claim: unless Redis itself refused the
