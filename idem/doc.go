@@ -22,9 +22,10 @@
 //     claimant's own scope's first — before a claim is refused (ErrFull);
 //     a claim does not allocate. Deduplicates within one process.
 //   - redisstore: on go-redis v9's UniversalClient (a single server,
-//     Sentinel or Cluster alike): Lua scripts that claim (SET NX PX),
-//     complete and release (compare-and-set on the fence) and keep a
-//     per-scope quota ledger in the same script; DEL for tokens.
+//     Sentinel or Cluster alike): a claim is one SET NX PX, or for a
+//     scoped key a Lua script that keeps the scope's quota ledger with it;
+//     completion and release compare-and-set on the fence in a script;
+//     DEL for tokens.
 //     Deduplicates across every process sharing the Redis.
 //   - sqlstore: over database/sql, a dedup table with a unique index on the
 //     request ID (an insert that hits the index is a repeat), plus the
