@@ -591,3 +591,29 @@ func TestConcurrentMixed(t *testing.T) {
 		t.Fatalf("Len %d", tab.Len())
 	}
 }
+
+// TestLookupLastBlockOfChunk looks up the contexts in the last blocks of a
+// full chunk and of the table, whose prefetch reaches past the chunk's end,
+// and checks each against what was inserted (SPEC R12).
+func TestLookupLastBlockOfChunk(t *testing.T) {
+	tab := mustNew[testMeta](t, Config{Shards: 1})
+	// 256-byte blocks: the first chunk (4 KiB) holds 16, so context 15 is
+	// in the last block of a chunk; the later chunks fill up the same way.
+	const n = 16 + 16 + 32
+	frame := make([]byte, 256-int(hdrSize)-int(metaBytes[testMeta]()))
+	for s := uint64(0); s < n; s++ {
+		copy(frame, payloadFor(s, 3, len(frame)))
+		if _, err := tab.Insert(s, testMeta{Seq: s}, frame, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for s := uint64(0); s < n; s++ {
+		r, ok := tab.Lookup(s)
+		if !ok || r.Meta().Seq != s || string(r.Frame()) != string(payloadFor(s, 3, len(frame))) {
+			t.Fatalf("context %d missing or wrong", s)
+		}
+	}
+	if st := tab.Stats(); st.PayloadBlocks != n {
+		t.Fatalf("%d blocks in use, want %d", st.PayloadBlocks, n)
+	}
+}
