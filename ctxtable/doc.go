@@ -27,7 +27,8 @@
 // helps the hardware along: Insert prefetches the block after the one it
 // took (the next Insert's, next fit), and Lookup the two blocks after the
 // answered one while the shard's recent Lookups continue streams through
-// memory (not when answers scatter, where it would only add traffic). A
+// memory (not when answers scatter, where it would only add traffic), once
+// the slab outgrows a core's cache (256 KiB of contexts in the class). A
 // shard whose answers interleave two proxies' streams at different lags is
 // otherwise one cache miss per answer under the lock: with the prefetches
 // BenchmarkCtxCycle's parallel case (two such shards per goroutine) is
