@@ -30,10 +30,19 @@
 // memory (not when answers scatter, where it would only add traffic), once
 // the slab outgrows a core's cache (256 KiB of contexts in the class). A
 // shard whose answers interleave two proxies' streams at different lags is
-// otherwise one cache miss per answer under the lock: with the prefetches
-// BenchmarkCtxCycle's parallel case (two such shards per goroutine) is
-// about a fifth faster, the single-goroutine case about 6% (BENCHMARKS.md).
-// The prefetch is PREFETCHT0 in assembly on amd64 and nothing elsewhere.
+// otherwise one cache miss per answer under the lock. Measured on a 2-core
+// VM against the table without prefetching (benchstat, n=8, alternating
+// builds): BenchmarkInsertLookupDelete 7% faster single and 19% parallel
+// (two such shards per goroutine), BenchmarkLookup in send order 31% and
+// 66%, scattered lookups unchanged, a miss 1 ns slower. The prefetch is
+// PREFETCHT0 in assembly on amd64 and nothing elsewhere.
+//
+// Lock-free Lookup (atomic loads of a published ring and chunk directory,
+// the block's sequence number checked after) was measured and left out:
+// Go's atomic stores are locked XCHGs on amd64, and the cells Insert and
+// Delete must then store atomically cost about what the lock pair Lookup
+// saves; with no contention between shards the single-goroutine cycle got
+// 4–8% slower and the parallel one no faster.
 //
 // A shard's key index (index.go) is a direct-mapped ring of 8-byte cells
 // — the 32 bits of the sequence number above the shard bits name the cell,
