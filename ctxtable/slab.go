@@ -23,7 +23,8 @@ import (
 // are thus laid out in the order they were inserted, whatever order the
 // answers freed their predecessors in, so a poller meeting answers in about
 // send order walks memory in about address order, which the hardware
-// prefetchers follow. A LIFO free list was measured against it: it hands
+// prefetchers follow (and Insert and Lookup prefetch ahead of, table.go's
+// prefetchAfter). A LIFO free list was measured against it: it hands
 // each insert the block the last answer freed, so the answer order of one
 // lap becomes the memory order of the next, and after a few laps every
 // lookup was a cache and TLB miss (BenchmarkInsertLookupDelete). A bitmap

@@ -85,6 +85,7 @@ type shard struct {
 	nLarge  int                     // large contexts held
 	nLargeT uint64                  // large contexts allocated since New
 	bits    uint8                   // the table's shard bits: a counter value is seq >> bits
+	pf      streams                 // where Lookups have been walking (see shard.prefetchAfter)
 	_       [64]byte                // keep neighbouring shards' locks off this cache line
 }
 
@@ -235,6 +236,9 @@ func (t *Table[M]) Insert(seq uint64, meta M, frame, userBuf []byte, scratch int
 		sh.mu.Unlock()
 		return Ref[M]{}, ErrFull
 	}
+	// Next fit: the next Insert into this class most likely takes the
+	// block after this one; start its cache miss now.
+	sh.prefetchAfter(ref, p, 1)
 	h := hdr(p)
 	h.seq = seq
 	h.frame = uint32(len(frame))
@@ -254,6 +258,79 @@ func (t *Table[M]) Insert(seq uint64, meta M, frame, userBuf []byte, scratch int
 	sh.n++
 	sh.mu.Unlock()
 	return Ref[M]{p: p}, nil
+}
+
+// prefetchAfter starts loading the n blocks that follow block ref (at p) in
+// its slab into the cache, so that the next Insert or Lookup to reach them
+// does not wait for memory with the shard's lock held. Blocks are laid out
+// in insert order (next fit, slab.go), so the block after the one an
+// Insert took is most likely the next Insert's, and the blocks after an
+// answered context hold the contexts sent just after it. The hardware's
+// own prefetchers follow one stream in address order, but lose a shard
+// whose answers interleave two or more streams (several proxies answering
+// with different lags: BenchmarkCtxCycle's parallel case puts two streams
+// in each shard) and stop at 4 KiB pages. It is a hint: prefetch never
+// faults, so the range may run past the chunk's end, and it is not ordered
+// with the lock's atomic instructions, so it adds no wait to the critical
+// section. A context above 8 KiB has no neighbours in a slab, and a slab
+// that fits in a core's cache has nothing to gain (byteClass.large).
+func (sh *shard) prefetchAfter(ref uint32, p unsafe.Pointer, n uintptr) {
+	k := ref >> refIDBits
+	if k == classLarge || !sh.classes[k].large() {
+		return
+	}
+	sz := uintptr(sh.classes[k].size)
+	prefetch(uintptr(p)+sz, n*sz)
+}
+
+// prefetchMinBytes is the size of a slab's contexts above which Insert and
+// Lookup prefetch: below it they stay in a core's cache (256 KiB or more
+// of L2 on the machines we measure on) and a prefetch would only cost its
+// call, as in the engine's benchmarks with a few reads in flight.
+const prefetchMinBytes = 256 << 10
+
+// large reports whether the class's contexts in use exceed prefetchMinBytes.
+func (bc *byteClass) large() bool {
+	return uintptr(bc.set.inUse)*uintptr(bc.size) > prefetchMinBytes
+}
+
+// streams tells whether a shard's Lookups walk its memory in streams, so
+// that prefetching the blocks after an answered one pays. It remembers the
+// block after each of the last len(next) answered contexts; a Lookup that
+// lands within two blocks of one of them continues a stream. Scattered
+// answers (BenchmarkLookup/scattered) would make every prefetch wasted
+// memory traffic, which two cores sharing memory feel (+41% per lookup in
+// the parallel scattered case when every Lookup prefetched); so the shard
+// prefetches only while most of its recent Lookups continued a stream.
+// Kept under the shard's lock.
+type streams struct {
+	next  [4]uintptr // the address after each of the last answered blocks
+	turn  uint8      // the cell of next to overwrite
+	score int8       // in [-streamScore, streamScore]: up on a continued stream, down otherwise
+}
+
+// streamScore bounds streams.score: after a change of pattern, prefetching
+// stops or starts within this many Lookups.
+const streamScore = 8
+
+// follow records a Lookup of the block at a (sz bytes) and reports whether
+// to prefetch after it.
+func (s *streams) follow(a, sz uintptr) bool {
+	hit := false
+	for _, n := range s.next {
+		if a-n < 2*sz { // a in [n, n+2·sz): unsigned, so a below n is no hit
+			hit = true
+		}
+	}
+	switch {
+	case hit && s.score < streamScore:
+		s.score++
+	case !hit && s.score > -streamScore:
+		s.score--
+	}
+	s.next[s.turn%uint8(len(s.next))] = a + sz
+	s.turn++
+	return s.score > 0
 }
 
 // alloc takes a block of total bytes; false if its class can name no more.
@@ -308,7 +385,18 @@ func (sh *shard) free(ref uint32, p unsafe.Pointer) {
 func (t *Table[M]) Lookup(seq uint64) (Ref[M], bool) {
 	sh, lo := t.shardFor(seq)
 	sh.mu.Lock()
-	_, _, p, ok := sh.find(seq, lo)
+	_, ref, p, ok := sh.find(seq, lo)
+	if ok && ref>>refIDBits != classLarge {
+		// The blocks after an answered context hold the contexts sent
+		// next, whose answers most likely come next, if answers walk the
+		// shard's memory in streams (they do when they come in about send
+		// order; see streams).
+		bc := sh.classes[ref>>refIDBits]
+		sz := uintptr(bc.size)
+		if bc.large() && sh.pf.follow(uintptr(p), sz) {
+			prefetch(uintptr(p)+sz, 2*sz)
+		}
+	}
 	sh.mu.Unlock()
 	return Ref[M]{p: p}, ok
 }

@@ -591,3 +591,111 @@ func TestConcurrentMixed(t *testing.T) {
 		t.Fatalf("Len %d", tab.Len())
 	}
 }
+
+// TestLookupLastBlockOfChunk looks up the contexts in the last blocks of a
+// full chunk and of the table, whose prefetch reaches past the chunk's end,
+// and checks each against what was inserted (SPEC R12).
+func TestLookupLastBlockOfChunk(t *testing.T) {
+	tab := mustNew[testMeta](t, Config{Shards: 1})
+	// 256-byte blocks: the first chunk (4 KiB) holds 16, so context 15 is
+	// in the last block of a chunk; the later chunks fill up the same way.
+	const n = 16 + 16 + 32
+	frame := make([]byte, 256-int(hdrSize)-int(metaBytes[testMeta]()))
+	for s := uint64(0); s < n; s++ {
+		copy(frame, payloadFor(s, 3, len(frame)))
+		if _, err := tab.Insert(s, testMeta{Seq: s}, frame, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for s := uint64(0); s < n; s++ {
+		r, ok := tab.Lookup(s)
+		if !ok || r.Meta().Seq != s || string(r.Frame()) != string(payloadFor(s, 3, len(frame))) {
+			t.Fatalf("context %d missing or wrong", s)
+		}
+	}
+	if st := tab.Stats(); st.PayloadBlocks != n {
+		t.Fatalf("%d blocks in use, want %d", st.PayloadBlocks, n)
+	}
+}
+
+// TestStreamsFollow checks when a shard prefetches after a Lookup: while
+// its recent Lookups continue streams through memory (each lands within
+// two blocks after one of the last four answered blocks), and not when they
+// scatter, where a prefetch would only add memory traffic. The expected
+// switch points follow from the rule in streams' comment: a continued
+// stream raises the score by one, anything else lowers it, prefetch while
+// it is positive, the score bounded by ±streamScore.
+func TestStreamsFollow(t *testing.T) {
+	const sz = 256
+	base := uintptr(1 << 30)
+	run := func(s *streams, addrs []uintptr) []bool {
+		out := make([]bool, len(addrs))
+		for i, a := range addrs {
+			out[i] = s.follow(a, sz)
+		}
+		return out
+	}
+	seqAddrs := func(from, n int) []uintptr {
+		var a []uintptr
+		for i := range n {
+			a = append(a, base+uintptr(from+i)*sz)
+		}
+		return a
+	}
+	scattered := func(n int) []uintptr {
+		var a []uintptr
+		for i := range n {
+			a = append(a, base+uintptr((i*7919)%100_003)*sz)
+		}
+		return a
+	}
+
+	// One stream: the first Lookup has nothing to continue (score -1),
+	// the next two raise it to +1: prefetch from the third on.
+	var s streams
+	got := run(&s, seqAddrs(0, 50))
+	for i, p := range got {
+		if want := i >= 2; p != want {
+			t.Fatalf("one stream, lookup %d: prefetch %v, want %v", i, p, want)
+		}
+	}
+
+	// Scattered after it: the score falls from +8 by one a Lookup, so
+	// prefetching stops at the 8th and stays off.
+	got = run(&s, scattered(200))
+	for i, p := range got {
+		if want := i < 7; p != want {
+			t.Fatalf("scattered after a stream, lookup %d: prefetch %v, want %v", i, p, want)
+		}
+	}
+
+	// Two streams 320 blocks apart, alternating, each skipping a block now
+	// and then (a straggler left in place): on again once the score,
+	// at -8, has climbed back above 0.
+	var two []uintptr
+	for i := range 100 {
+		step := i + i/10 // a skipped block every tenth step: still within two blocks
+		two = append(two, base+uintptr(step)*sz, base+uintptr(320+step)*sz)
+	}
+	got = run(&s, two)
+	for i, p := range got {
+		if i > 20 && !p {
+			t.Fatalf("two interleaved streams, lookup %d: no prefetch", i)
+		}
+	}
+
+	// Five interleaved streams, more than it remembers: no prefetch, as
+	// before the table prefetched at all.
+	var five []uintptr
+	for i := range 60 {
+		for k := range 5 {
+			five = append(five, base+uintptr(1000*k+i)*sz)
+		}
+	}
+	s = streams{}
+	for i, p := range run(&s, five) {
+		if p {
+			t.Fatalf("five streams, lookup %d: prefetch", i)
+		}
+	}
+}
