@@ -592,29 +592,51 @@ func TestConcurrentMixed(t *testing.T) {
 	}
 }
 
-// TestLookupLastBlockOfChunk looks up the contexts in the last blocks of a
-// full chunk and of the table, whose prefetch reaches past the chunk's end,
-// and checks each against what was inserted (SPEC R12).
+// TestLookupLastBlockOfChunk looks up every context of a size class, the
+// ones in the last blocks of full chunks and of the table among them, whose
+// prefetch reaches past the chunk's end, and checks each against what was
+// inserted (SPEC R12). It also pins when Lookup prefetches at all: not
+// while the class's contexts fit in prefetchMinBytes (the stream
+// bookkeeping is not even consulted), and once they outgrow it, in send
+// order, it does.
 func TestLookupLastBlockOfChunk(t *testing.T) {
 	tab := mustNew[testMeta](t, Config{Shards: 1})
+	frame := make([]byte, 256-int(hdrSize)-int(metaBytes[testMeta]()))
 	// 256-byte blocks: the first chunk (4 KiB) holds 16, so context 15 is
 	// in the last block of a chunk; the later chunks fill up the same way.
-	const n = 16 + 16 + 32
-	frame := make([]byte, 256-int(hdrSize)-int(metaBytes[testMeta]()))
-	for s := uint64(0); s < n; s++ {
-		copy(frame, payloadFor(s, 3, len(frame)))
-		if _, err := tab.Insert(s, testMeta{Seq: s}, frame, nil, 0); err != nil {
-			t.Fatal(err)
+	check := func(n uint64) {
+		t.Helper()
+		for s := uint64(0); s < n; s++ {
+			r, ok := tab.Lookup(s)
+			if !ok || r.Meta().Seq != s || string(r.Frame()) != string(payloadFor(s, 3, len(frame))) {
+				t.Fatalf("context %d missing or wrong", s)
+			}
+		}
+		if st := tab.Stats(); st.PayloadBlocks != int(n) {
+			t.Fatalf("%d blocks in use, want %d", st.PayloadBlocks, n)
 		}
 	}
-	for s := uint64(0); s < n; s++ {
-		r, ok := tab.Lookup(s)
-		if !ok || r.Meta().Seq != s || string(r.Frame()) != string(payloadFor(s, 3, len(frame))) {
-			t.Fatalf("context %d missing or wrong", s)
+	var inserted uint64
+	fill := func(n uint64) {
+		t.Helper()
+		for ; inserted < n; inserted++ {
+			copy(frame, payloadFor(inserted, 3, len(frame)))
+			if _, err := tab.Insert(inserted, testMeta{Seq: inserted}, frame, nil, 0); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	if st := tab.Stats(); st.PayloadBlocks != n {
-		t.Fatalf("%d blocks in use, want %d", st.PayloadBlocks, n)
+	small := uint64(16 + 16 + 32) // 16 KiB of contexts: within one core's cache
+	fill(small)
+	check(small)
+	if pf := tab.shards[0].pf; pf.score != 0 || pf.turn != 0 {
+		t.Fatalf("below %d bytes the stream bookkeeping ran (score %d, %d lookups)", prefetchMinBytes, pf.score, pf.turn)
+	}
+	large := uint64(prefetchMinBytes/256 + 64) // past the threshold
+	fill(large)
+	check(large)
+	if pf := tab.shards[0].pf; pf.score <= 0 {
+		t.Fatalf("%d contexts looked up in send order: stream score %d, want positive (prefetching)", large, pf.score)
 	}
 }
 
