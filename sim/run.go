@@ -501,6 +501,17 @@ func NewEngineFor(opt Options, fleet FleetControl, retryOn bool, maxContexts int
 	return newEngine(&opt, fleet, retryOn, maxContexts, poller)
 }
 
+// Fleet describes what a run's clients meet, for report headers and plot
+// captions: "4 hosts x 2 ports" of simulated proxies, or "3 redis-server
+// replicas" with BackendRedis. Unset fields read as zero: call it on
+// Options whose defaults are filled in.
+func (o Options) Fleet() string {
+	if o.Backend == BackendRedis {
+		return fmt.Sprintf("%d redis-server replicas", o.Hosts)
+	}
+	return fmt.Sprintf("%d hosts x %d ports", o.Hosts, o.Ports)
+}
+
 // EngineTransport is what a run needs of its transport: transport/tcp for
 // the simulator's proxies, transport/resp for Redis replicas.
 type EngineTransport interface {

@@ -386,3 +386,21 @@ func TestRedeploy(t *testing.T) {
 		t.Fatalf("step 2: %v", err)
 	}
 }
+
+// TestOptionsFleet pins the fleet's description that rrsim's header and
+// both programs' plot captions print: hosts × ports of simulated proxies,
+// or the redis-server replicas of the Redis backend (one per host).
+func TestOptionsFleet(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Hosts: 4, Ports: 2}, "4 hosts x 2 ports"},
+		{Options{Backend: BackendProxies, Hosts: 3, Ports: 1}, "3 hosts x 1 ports"},
+		{Options{Backend: BackendRedis, Hosts: 3, Ports: 2}, "3 redis-server replicas"},
+	} {
+		if got := c.o.Fleet(); got != c.want {
+			t.Errorf("%+v.Fleet() = %q, want %q", c.o, got, c.want)
+		}
+	}
+}

@@ -208,10 +208,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	} else {
-		shape := fmt.Sprintf("%d hosts x %d ports", cfg.opt.Hosts, cfg.opt.Ports)
-		if cfg.opt.Backend == sim.BackendRedis {
-			shape = fmt.Sprintf("%d redis-server replicas", cfg.opt.Hosts)
-		}
+		shape := cfg.opt.Fleet()
 		fmt.Fprintf(stdout, "rrsim: %d scenarios, %v each at %d req/s per mode, %s, budgets %v/%v, %d retries (%.1fs)\n\n",
 			len(cfg.scenarios), cfg.opt.Duration, cfg.opt.Rate, shape,
 			cfg.opt.SimpleBudget, cfg.opt.ComplexBudget, cfg.opt.MaxRetries, time.Since(began).Seconds())

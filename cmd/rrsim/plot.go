@@ -91,10 +91,7 @@ func caption(opt sim.Options) string {
 	if backend == "" {
 		backend = sim.BackendProxies
 	}
-	shape := fmt.Sprintf("%d hosts x %d ports", opt.Hosts, opt.Ports)
-	if backend == sim.BackendRedis {
-		shape = fmt.Sprintf("%d redis-server replicas", opt.Hosts)
-	}
+	shape := opt.Fleet()
 	length := fmt.Sprintf("for %v", opt.Duration)
 	if opt.Requests > 0 {
 		length = fmt.Sprintf("%d requests", opt.Requests)

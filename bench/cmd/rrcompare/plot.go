@@ -85,10 +85,7 @@ func caption(cfg *config) string {
 	if backend == "" {
 		backend = sim.BackendProxies
 	}
-	shape := fmt.Sprintf("%d hosts x %d ports", o.Hosts, o.Ports)
-	if backend == sim.BackendRedis {
-		shape = fmt.Sprintf("%d redis-server replicas", o.Hosts)
-	}
+	shape := o.Fleet()
 	rate := fmt.Sprintf("%d req/s", o.Rate)
 	if len(cfg.cpuRates) > 0 && slices.ContainsFunc(cfg.scenarios, func(s sim.Scenario) bool { return isCPU(s.Name) }) {
 		rate += " (the cpu@N tiles: N req/s)"
